@@ -1,0 +1,199 @@
+import keras
+
+from keras_gmlp.layers.drop_path import DropPath
+from keras_gmlp.layers.spatial_gating_unit import GATING_MODES
+from keras_gmlp.layers.spatial_gating_unit import SPATIAL_MODES
+from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
+from keras_gmlp.layers.tiny_attention import TinyAttention
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class GMLPBlock(keras.layers.Layer):
+    """A gMLP block, or an aMLP block when `attention_dim` is set.
+
+    `x + DropPath(Dense(d_model)(SGU(GELU(Dense(ffn_dim)(LayerNorm(x))))))`,
+    with exact (erf) GELU. With `attention_dim`, a `TinyAttention` over the
+    normalised input is added inside the spatial gating unit.
+
+    Args:
+        ffn_dim: int. Width of the channel expansion; even for the split
+            gating.
+        sequence_length: int. Largest number of tokens. Defaults to `None`,
+            the token count of the first input the block is built with.
+        attention_dim: int. Head size of the tiny attention. Defaults to
+            `None` (gMLP, no attention).
+        spatial: str. `"dense"` or `"toeplitz"`, see `SpatialGatingUnit`.
+            Defaults to `"dense"`.
+        causal: bool. Makes the spatial unit and the attention causal.
+            Defaults to `False`.
+        gating: str. Spatial unit of the paper's ablation, see
+            `SpatialGatingUnit`. Defaults to `"split"`.
+        drop_path_rate: float. Stochastic depth rate of the residual branch.
+            Defaults to `0.0`.
+        epsilon: float. Epsilon of the block's pre-norm. Defaults to `1e-6`.
+        kernel_initializer: initializer of the channel projections.
+            Defaults to `"glorot_uniform"`.
+        spatial_initializer: initializer of the spatial weight `W`.
+            Defaults to `None`, `SpatialGatingUnit`'s near-zero normal.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor of shape `(batch, tokens, d_model)`.
+        padding_mask: optional boolean tensor `(batch, tokens)`, used by the
+            tiny attention only. A Keras mask is used when it is not given.
+        training: bool. Enables stochastic depth.
+
+    Example:
+
+    >>> x = keras.random.normal((2, 16, 32))
+    >>> keras_gmlp.layers.GMLPBlock(ffn_dim=64)(x).shape
+    (2, 16, 32)
+
+    References:
+        - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
+    """
+
+    def __init__(
+        self,
+        ffn_dim,
+        sequence_length=None,
+        attention_dim=None,
+        spatial="dense",
+        causal=False,
+        gating="split",
+        drop_path_rate=0.0,
+        epsilon=1e-6,
+        kernel_initializer="glorot_uniform",
+        spatial_initializer=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if gating == "split" and ffn_dim % 2:
+            raise ValueError(
+                f"Received ffn_dim={ffn_dim}; expected an even number: the "
+                "spatial gating unit splits it into two halves."
+            )
+        if spatial not in SPATIAL_MODES:
+            raise ValueError(
+                f"Received spatial={spatial!r}; expected one of "
+                f"{SPATIAL_MODES}."
+            )
+        if gating not in GATING_MODES:
+            raise ValueError(
+                f"Received gating={gating!r}; expected one of "
+                f"{GATING_MODES}."
+            )
+        self.ffn_dim = ffn_dim
+        self.sequence_length = sequence_length
+        self.attention_dim = attention_dim
+        self.spatial = spatial
+        self.causal = causal
+        self.gating = gating
+        self.drop_path_rate = drop_path_rate
+        self.epsilon = epsilon
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.spatial_initializer = (
+            None
+            if spatial_initializer is None
+            else keras.initializers.get(spatial_initializer)
+        )
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        gate_dim = self.ffn_dim // 2 if self.gating == "split" else self.ffn_dim
+        ffn_shape = tuple(input_shape[:-1]) + (self.ffn_dim,)
+        self.norm = keras.layers.LayerNormalization(
+            epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
+        )
+        self.norm.build(input_shape)
+        self.channel_projection_in = keras.layers.Dense(
+            self.ffn_dim,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="channel_projection_in",
+        )
+        self.channel_projection_in.build(input_shape)
+        self.spatial_gating_unit = SpatialGatingUnit(
+            sequence_length=self.sequence_length,
+            spatial=self.spatial,
+            causal=self.causal,
+            gating=self.gating,
+            kernel_initializer=self.spatial_initializer,
+            dtype=self.dtype_policy,
+            name="spatial_gating_unit",
+        )
+        self.spatial_gating_unit.build(ffn_shape)
+        self.sequence_length = self.spatial_gating_unit.sequence_length
+        self.tiny_attention = None
+        if self.attention_dim is not None:
+            self.tiny_attention = TinyAttention(
+                self.attention_dim,
+                output_dim=gate_dim,
+                causal=self.causal,
+                kernel_initializer=self.kernel_initializer,
+                dtype=self.dtype_policy,
+                name="tiny_attention",
+            )
+            self.tiny_attention.build(input_shape)
+        self.channel_projection_out = keras.layers.Dense(
+            hidden_dim,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name="channel_projection_out",
+        )
+        self.channel_projection_out.build(
+            tuple(input_shape[:-1]) + (gate_dim,)
+        )
+        self.drop_path = DropPath(
+            self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
+        )
+        self.built = True
+
+    def call(self, inputs, padding_mask=None, training=None, mask=None):
+        if padding_mask is None:
+            padding_mask = mask
+        normalized = self.norm(inputs)
+        hidden = keras.activations.gelu(
+            self.channel_projection_in(normalized), approximate=False
+        )
+        attention = None
+        if self.tiny_attention is not None:
+            attention = self.tiny_attention(
+                normalized, padding_mask=padding_mask
+            )
+        hidden = self.spatial_gating_unit(hidden, attention=attention)
+        hidden = self.channel_projection_out(hidden)
+        return inputs + self.drop_path(hidden, training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "ffn_dim": self.ffn_dim,
+                "sequence_length": self.sequence_length,
+                "attention_dim": self.attention_dim,
+                "spatial": self.spatial,
+                "causal": self.causal,
+                "gating": self.gating,
+                "drop_path_rate": self.drop_path_rate,
+                "epsilon": self.epsilon,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "spatial_initializer": (
+                    None
+                    if self.spatial_initializer is None
+                    else keras.initializers.serialize(
+                        self.spatial_initializer
+                    )
+                ),
+            }
+        )
+        return config
