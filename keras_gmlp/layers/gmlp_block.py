@@ -80,8 +80,7 @@ class GMLPBlock(keras.layers.Layer):
             )
         if gating not in GATING_MODES:
             raise ValueError(
-                f"Received gating={gating!r}; expected one of "
-                f"{GATING_MODES}."
+                f"Received gating={gating!r}; expected one of {GATING_MODES}."
             )
         self.ffn_dim = ffn_dim
         self.sequence_length = sequence_length
@@ -142,9 +141,7 @@ class GMLPBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="channel_projection_out",
         )
-        self.channel_projection_out.build(
-            tuple(input_shape[:-1]) + (gate_dim,)
-        )
+        self.channel_projection_out.build(tuple(input_shape[:-1]) + (gate_dim,))
         self.drop_path = DropPath(
             self.drop_path_rate, dtype=self.dtype_policy, name="drop_path"
         )
@@ -190,9 +187,7 @@ class GMLPBlock(keras.layers.Layer):
                 "spatial_initializer": (
                     None
                     if self.spatial_initializer is None
-                    else keras.initializers.serialize(
-                        self.spatial_initializer
-                    )
+                    else keras.initializers.serialize(self.spatial_initializer)
                 ),
             }
         )

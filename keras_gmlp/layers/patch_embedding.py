@@ -6,8 +6,13 @@ def pair(value, name):
     """Returns `value` as a `(height, width)` tuple of positive ints."""
     if isinstance(value, int):
         value = (value, value)
-    value = tuple(value)
-    if len(value) != 2 or not all(isinstance(v, int) and v > 0 for v in value):
+    if isinstance(value, (list, tuple)):
+        value = tuple(value)
+    if (
+        not isinstance(value, tuple)
+        or len(value) != 2
+        or not all(isinstance(v, int) and v > 0 for v in value)
+    ):
         raise ValueError(
             f"Received {name}={value}; expected a positive int or a "
             "(height, width) pair of positive ints."

@@ -73,8 +73,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
         if gating not in GATING_MODES:
             raise ValueError(
-                f"Received gating={gating!r}; expected one of "
-                f"{GATING_MODES}."
+                f"Received gating={gating!r}; expected one of {GATING_MODES}."
             )
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(

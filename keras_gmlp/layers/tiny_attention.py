@@ -91,8 +91,8 @@ class TinyAttention(keras.layers.Layer):
             allowed = ops.tril(ops.ones((length, length), dtype="bool"))
         if padding_mask is not None:
             keys = ops.cast(padding_mask, "bool")[..., None, :]
-            allowed = keys if allowed is None else ops.logical_and(
-                allowed, keys
+            allowed = (
+                keys if allowed is None else ops.logical_and(allowed, keys)
             )
         if allowed is not None:
             scores = ops.where(allowed, scores, ops.full_like(scores, -1e9))

@@ -9,7 +9,8 @@ CAUSAL_DEFAULTS = {k: v for k, v in TEXT_DEFAULTS.items() if k != "causal"}
 
 
 def causal_lm(preset=None, **config):
-    """Builds a causal (autoregressive) gMLP language model.
+    (
+        """Builds a causal (autoregressive) gMLP language model.
 
     The masked-LM network with causal spatial weights (`W[i, j] = 0` for
     `j > i`) and causal tiny attention: the logits at position `i` depend
@@ -18,7 +19,9 @@ def causal_lm(preset=None, **config):
     Args:
         preset: str. A text preset of `keras_gmlp.PRESETS`. Defaults to
             `None`.
-    """ + TEXT_ARGS_DOC + """
+    """
+        + TEXT_ARGS_DOC
+        + """
 
     Returns:
         A functional `keras.Model` from token ids `(batch, tokens)` to
@@ -30,6 +33,7 @@ def causal_lm(preset=None, **config):
     >>> model(keras.ops.ones((2, 16), "int32")).shape
     (2, 16, 8192)
     """
+    )
     config = resolve_config("text", CAUSAL_DEFAULTS, preset, **config)
     token_ids, hidden, embedding = text_backbone(dict(config, causal=True))
     logits = embedding(hidden, reverse=True)

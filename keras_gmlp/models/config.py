@@ -24,12 +24,13 @@ def resolve_config(family, defaults, preset=None, **config):
     if preset is not None:
         if preset not in PRESETS:
             raise ValueError(
-                f"Unknown preset {preset!r}; expected one of "
-                f"{sorted(PRESETS)}."
+                f"Unknown preset {preset!r}; expected one of {sorted(PRESETS)}."
             )
         entry = PRESETS[preset]
         if entry["family"] != family:
-            names = sorted(k for k, v in PRESETS.items() if v["family"] == family)
+            names = sorted(
+                k for k, v in PRESETS.items() if v["family"] == family
+            )
             raise ValueError(
                 f"Preset {preset!r} is a {entry['family']} model; this "
                 f"builder takes the {family} presets {names}."

@@ -64,22 +64,14 @@ def image_classifier(preset=None, **config):
     config = resolve_config("image", IMAGE_DEFAULTS, preset, **config)
     image_size = pair(config["image_size"], "image_size")
     patch_size = pair(config["patch_size"], "patch_size")
-    for size, patch, axis in zip(image_size, patch_size, ("height", "width")):
-        if size % patch:
-            raise ValueError(
-                f"image_size {config['image_size']} is not divisible by "
-                f"patch_size {config['patch_size']} (image {axis} {size}, "
-                f"patch {axis} {patch})."
-            )
-    num_tokens = (image_size[0] // patch_size[0]) * (
-        image_size[1] // patch_size[1]
-    )
     dtype = config["dtype"]
 
     # === Layers ===
     stem = PatchEmbedding(
         config["hidden_dim"], patch_size, dtype=dtype, name="stem"
     )
+    # Raises for an image size that the patch size does not divide.
+    num_tokens = stem.compute_output_shape((None,) + image_size + (None,))[1]
     rates = drop_path_rates(config["drop_path_rate"], config["num_layers"])
     blocks = [
         GMLPBlock(

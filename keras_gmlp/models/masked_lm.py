@@ -86,7 +86,8 @@ def text_backbone(config):
 
 
 def masked_lm(preset=None, **config):
-    """Builds a gMLP (or aMLP) masked language model that returns logits.
+    (
+        """Builds a gMLP (or aMLP) masked language model that returns logits.
 
     Token embedding, `num_layers` gMLP blocks, a final LayerNorm, and
     vocabulary logits through the transposed token embedding. There are
@@ -96,7 +97,9 @@ def masked_lm(preset=None, **config):
         preset: str. A name of a text preset of `keras_gmlp.PRESETS`, such
             as `"gmlp_base"` or `"amlp_tiny"`. Defaults to `None`.
         causal: bool. Causal spatial weights and attention.
-    """ + TEXT_ARGS_DOC + """
+    """
+        + TEXT_ARGS_DOC
+        + """
 
     Returns:
         A functional `keras.Model` from token ids `(batch, tokens)` to
@@ -108,6 +111,7 @@ def masked_lm(preset=None, **config):
     >>> model(keras.ops.ones((2, 16), "int32")).shape
     (2, 16, 8192)
     """
+    )
     config = resolve_config("text", TEXT_DEFAULTS, preset, **config)
     token_ids, hidden, embedding = text_backbone(config)
     logits = embedding(hidden, reverse=True)

@@ -10,7 +10,8 @@ CLASSIFIER_DEFAULTS = dict(TEXT_DEFAULTS, num_classes=2, dropout=0.1)
 
 
 def text_classifier(preset=None, encoder=None, **config):
-    """Builds a gMLP text classifier that predicts from the first token.
+    (
+        """Builds a gMLP text classifier that predicts from the first token.
 
     As in the paper (and BERT), the prediction comes from the hidden state
     of the first (`[CLS]`) token. The encoder is either built anew from the
@@ -24,7 +25,9 @@ def text_classifier(preset=None, encoder=None, **config):
             and weights are reused. Defaults to `None`.
         num_classes: int. Number of output logits. Defaults to `2`.
         dropout: float. Dropout before the head. Defaults to `0.1`.
-    """ + TEXT_ARGS_DOC + """
+    """
+        + TEXT_ARGS_DOC
+        + """
 
     Returns:
         A functional `keras.Model` from token ids `(batch, tokens)` to
@@ -36,6 +39,7 @@ def text_classifier(preset=None, encoder=None, **config):
     >>> model(keras.ops.ones((2, 16), "int32")).shape
     (2, 3)
     """
+    )
     config = resolve_config("text", CLASSIFIER_DEFAULTS, preset, **config)
     dtype = config["dtype"]
     if encoder is None:

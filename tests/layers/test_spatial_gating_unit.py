@@ -63,7 +63,9 @@ def test_ablation_gatings(gating, formula, rng):
     randomize(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
     projected = (
-        np.einsum("ij,bjc->bic", kernel, reference.layer_norm(z, gamma, beta, 1e-5))
+        np.einsum(
+            "ij,bjc->bic", kernel, reference.layer_norm(z, gamma, beta, 1e-5)
+        )
         + bias[:, None]
     )
     output = keras.ops.convert_to_numpy(layer(z))

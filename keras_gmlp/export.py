@@ -1,0 +1,166 @@
+"""SavedModel export with the preprocessing inside, from every backend.
+
+TensorFlow and JAX export through Keras' `model.export` (JAX through
+jax2tf). Keras 3.15 cannot export from PyTorch (`torch.export` fails on the
+dynamic batch), so under torch the serving model is saved as a
+backend-independent `.keras` file, reloaded under the TensorFlow backend in
+a subprocess and exported there: the weights and the computation are the
+same, only the backend that traces them differs.
+
+The SavedModel loads with `tf.saved_model.load` in a plain TensorFlow
+process (no Keras or keras_gmlp import needed) and has the signature
+`serve` (also `serving_default`): raw inputs -> probabilities.
+
+Command line (what the torch path runs):
+`KERAS_BACKEND=tensorflow python -m keras_gmlp.export MODEL.keras DIR`.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import keras
+
+
+def serving_model(
+    model,
+    input_shape=None,
+    input_dtype=None,
+    preprocessing=(),
+    activation="softmax",
+):
+    """Wraps `model` into raw inputs -> preprocessing -> model -> activation.
+
+    Args:
+        model: `keras.Model` with one input.
+        input_shape: tuple. Shape of one raw input, without the batch.
+            Defaults to the model's input shape.
+        input_dtype: str. Dtype of the raw input, e.g. `"uint8"` for images
+            or `"int32"` for token ids. Defaults to the model's input dtype.
+        preprocessing: list of `keras.layers.Layer`. Applied in order to the
+            raw input, e.g. `[keras.layers.Rescaling(1 / 127.5, offset=-1)]`
+            for uint8 images. Defaults to none.
+        activation: str or `None`. Applied to the outputs in float32, e.g.
+            `"softmax"` for class probabilities. Defaults to `"softmax"`.
+
+    Returns:
+        A functional `keras.Model`.
+
+    Example:
+
+    >>> serving = serving_model(
+    ...     classifier, input_dtype="uint8",
+    ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
+    """
+    if input_shape is None:
+        input_shape = tuple(model.inputs[0].shape[1:])
+    if input_dtype is None:
+        input_dtype = model.inputs[0].dtype
+    inputs = keras.Input(tuple(input_shape), dtype=input_dtype, name="inputs")
+    x = inputs
+    for layer in preprocessing:
+        x = layer(x)
+    if keras.backend.standardize_dtype(x.dtype) != model.inputs[0].dtype:
+        x = keras.ops.cast(x, model.inputs[0].dtype)
+    x = model(x)
+    if activation:
+        x = keras.layers.Activation(
+            activation, dtype="float32", name="probabilities"
+        )(x)
+    return keras.Model(inputs, x, name=f"{model.name}_serving")
+
+
+def export_saved_model(
+    model,
+    export_dir,
+    input_shape=None,
+    input_dtype=None,
+    preprocessing=(),
+    activation="softmax",
+):
+    """Exports `model` as a TensorFlow SavedModel from any backend.
+
+    Args:
+        model: `keras.Model`. The trained model.
+        export_dir: str. The SavedModel folder to write.
+        input_shape: tuple. Raw input shape without the batch. Defaults to
+            the model's.
+        input_dtype: str. Raw input dtype (`"uint8"`, `"int32"`). Defaults
+            to the model's.
+        preprocessing: list of `keras.layers.Layer`. Serializable layers
+            from the raw input to the model's input. Defaults to none.
+        activation: str or `None`. Output activation. Defaults to
+            `"softmax"`.
+
+    Returns:
+        `export_dir`.
+
+    Raises:
+        RuntimeError: when the TensorFlow subprocess of the torch path
+            fails, with its error output.
+
+    Example:
+
+    >>> export_saved_model(
+    ...     classifier, "runs/a/saved_model", input_dtype="uint8",
+    ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
+    >>> # In any TensorFlow process:
+    >>> serve = tf.saved_model.load("runs/a/saved_model").serve
+    >>> probabilities = serve(tf.zeros((1, 32, 32, 3), tf.uint8))
+    """
+    serving = serving_model(
+        model, input_shape, input_dtype, preprocessing, activation
+    )
+    export_dir = os.path.abspath(export_dir)
+    if keras.config.backend() in ("tensorflow", "jax"):
+        _export(serving, export_dir)
+        return export_dir
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "serving.keras")
+        serving.save(path)
+        env = dict(os.environ, KERAS_BACKEND="tensorflow")
+        process = subprocess.run(
+            [sys.executable, "-m", "keras_gmlp.export", path, export_dir],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    if process.returncode:
+        raise RuntimeError(
+            "Exporting through the TensorFlow backend failed "
+            f"(exit {process.returncode}):\n{process.stderr[-4000:]}"
+        )
+    return export_dir
+
+
+def _export(serving, export_dir):
+    if keras.config.backend() == "jax":
+        # Trace on one device: the SavedModel must not depend on the
+        # training's device mesh.
+        distribution = keras.distribution.distribution()
+        keras.distribution.set_distribution(None)
+        try:
+            serving.export(export_dir, format="tf_saved_model", verbose=False)
+        finally:
+            keras.distribution.set_distribution(distribution)
+        return
+    serving.export(export_dir, format="tf_saved_model", verbose=False)
+
+
+def main(argv=None):
+    """Exports a serving `.keras` file: `python -m keras_gmlp.export IN OUT`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        raise SystemExit(
+            "usage: KERAS_BACKEND=tensorflow python -m keras_gmlp.export "
+            "SERVING_MODEL.keras EXPORT_DIR"
+        )
+    import keras_gmlp  # noqa: F401  (registers the layers)
+
+    serving = keras.saving.load_model(argv[0])
+    _export(serving, argv[1])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Callbacks of the recipes: crash-safe resume, history, checkpoints, logs."""
+
+import json
+import os
+
+import keras
+
+BACKUP_DIR = "backup"
+HISTORY_FILE = "history.json"
+BEST_CHECKPOINT = "best.keras"
+LAST_CHECKPOINT = "last.keras"
+TENSORBOARD_DIR = "tensorboard"
+
+
+class PersistentHistory(keras.callbacks.Callback):
+    """Records every epoch's logs in a JSON file that survives a restart.
+
+    A run resumed by `keras.callbacks.BackupAndRestore` starts at its last
+    completed epoch, and Keras' own `History` of that run only sees the
+    epochs after it. This callback keeps one record per epoch in `path`:
+    when a run starts at epoch `e` it keeps the first `e` records and
+    overwrites the rest, so the finished run's history covers every epoch
+    exactly once, however often it was interrupted.
+
+    Args:
+        path: str. The JSON file.
+
+    Example:
+
+    >>> history = PersistentHistory("runs/a/history.json")
+    >>> model.fit(data, epochs=10, callbacks=[backup, history])
+    >>> history.history["loss"]  # ten values, even after a restart
+    """
+
+    def __init__(self, path):
+        super().__init__()
+        self.path = path
+        self.epochs = []
+
+    def on_train_begin(self, logs=None):
+        initial_epoch = getattr(self.model, "_initial_epoch", None) or 0
+        self.epochs = read_history_records(self.path)[:initial_epoch]
+
+    def on_epoch_end(self, epoch, logs=None):
+        record = {"epoch": epoch}
+        record.update({k: float(v) for k, v in (logs or {}).items()})
+        self.epochs = [e for e in self.epochs if e["epoch"] < epoch]
+        self.epochs.append(record)
+        _write_json_atomically(self.path, self.epochs)
+
+    @property
+    def history(self):
+        """The history as `{metric: [value per epoch]}`, like Keras'."""
+        return records_to_history(self.epochs)
+
+
+def read_history_records(path):
+    """Returns the list of per-epoch records in a history file, or `[]`."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as file:
+        return json.load(file)
+
+
+def records_to_history(records):
+    """Turns per-epoch records into `{metric: [value per epoch]}`."""
+    history = {}
+    for record in records:
+        for key, value in record.items():
+            if key != "epoch":
+                history.setdefault(key, []).append(value)
+    return history
+
+
+class EpochEndHook(keras.callbacks.Callback):
+    """Calls `function(epoch, logs)` at the end of every epoch.
+
+    Args:
+        function: callable. Called with the epoch index and its logs.
+    """
+
+    def __init__(self, function):
+        super().__init__()
+        self.function = function
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.function(epoch, logs)
+
+
+def training_callbacks(
+    output_dir,
+    monitor="val_accuracy",
+    mode="max",
+    tensorboard=True,
+    is_chief=True,
+    backup_every_steps=None,
+):
+    """The standard callbacks of a recipe, all writing under `output_dir`.
+
+    - `keras.callbacks.BackupAndRestore` in `output_dir/backup`: a killed
+      run started again with the same command resumes from its last
+      completed epoch (or step, with `backup_every_steps`). The backup is
+      deleted when the run finishes.
+    - `PersistentHistory` in `output_dir/history.json`.
+    - `best.keras` (by `monitor`) and `last.keras` checkpoints.
+    - TensorBoard logs in `output_dir/tensorboard`.
+
+    Only the chief writes checkpoints and logs; every worker backs up its
+    state, as `BackupAndRestore` needs under multi-worker training.
+
+    Args:
+        output_dir: str. The run's folder.
+        monitor: str. Metric of the best checkpoint. Defaults to
+            `"val_accuracy"`.
+        mode: str. `"max"` or `"min"` for `monitor`. Defaults to `"max"`.
+        tensorboard: bool. Whether to write TensorBoard logs. Defaults to
+            `True`.
+        is_chief: bool. Whether this process writes checkpoints and logs.
+            Defaults to `True`.
+        backup_every_steps: int or `None`. Back up every this many steps as
+            well as at epoch ends. Defaults to `None` (epochs only).
+
+    Returns:
+        A tuple `(callbacks, history)`: the list for `model.fit` and the
+        `PersistentHistory` among them.
+    """
+    os.makedirs(output_dir, exist_ok=True)
+    backup_dir = os.path.join(output_dir, BACKUP_DIR)
+    if not is_chief:
+        backup_dir = os.path.join(output_dir, "workers", "backup")
+    callbacks = [
+        keras.callbacks.BackupAndRestore(
+            backup_dir,
+            save_freq=backup_every_steps or "epoch",
+            double_checkpoint=True,
+        )
+    ]
+    history = PersistentHistory(os.path.join(output_dir, HISTORY_FILE))
+    if not is_chief:
+        history.path = os.path.join(output_dir, "workers", HISTORY_FILE)
+    callbacks.append(history)
+    if is_chief:
+        callbacks.append(
+            keras.callbacks.ModelCheckpoint(
+                os.path.join(output_dir, BEST_CHECKPOINT),
+                monitor=monitor,
+                mode=mode,
+                save_best_only=True,
+            )
+        )
+        callbacks.append(
+            keras.callbacks.ModelCheckpoint(
+                os.path.join(output_dir, LAST_CHECKPOINT)
+            )
+        )
+        if tensorboard:
+            callbacks.append(
+                keras.callbacks.TensorBoard(
+                    os.path.join(output_dir, TENSORBOARD_DIR),
+                    update_freq="epoch",
+                )
+            )
+    return callbacks, history
+
+
+def _write_json_atomically(path, value):
+    directory = os.path.dirname(path)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as file:
+        json.dump(value, file, indent=1)
+    os.replace(temporary, path)

@@ -1,0 +1,122 @@
+"""Learning-rate schedules of the recipes: warmup then cosine or linear."""
+
+import keras
+
+
+def warmup_cosine(peak_learning_rate, total_steps, warmup_steps, alpha=0.0):
+    """Linear warmup from 0 to `peak_learning_rate`, then cosine decay.
+
+    The image recipe's schedule (the paper: cosine decay after a warmup),
+    as Keras' own `CosineDecay(warmup_target=..., warmup_steps=...)`.
+
+    Args:
+        peak_learning_rate: float. Learning rate at the end of warmup.
+        total_steps: int. Steps of the whole run, warmup included.
+        warmup_steps: int. Steps of the linear warmup.
+        alpha: float. Final learning rate as a fraction of the peak.
+            Defaults to `0.0`.
+
+    Returns:
+        A `keras.optimizers.schedules.CosineDecay`.
+
+    Example:
+
+    >>> schedule = warmup_cosine(1e-3, total_steps=1000, warmup_steps=100)
+    >>> float(schedule(100))
+    0.001
+    """
+    _check_steps(total_steps, warmup_steps)
+    if warmup_steps == 0:
+        return keras.optimizers.schedules.CosineDecay(
+            peak_learning_rate, decay_steps=total_steps, alpha=alpha
+        )
+    return keras.optimizers.schedules.CosineDecay(
+        initial_learning_rate=0.0,
+        decay_steps=max(total_steps - warmup_steps, 1),
+        alpha=alpha,
+        warmup_target=peak_learning_rate,
+        warmup_steps=warmup_steps,
+    )
+
+
+def warmup_linear(
+    peak_learning_rate, total_steps, warmup_steps, end_learning_rate=0.0
+):
+    """Linear warmup from 0 to `peak_learning_rate`, then linear decay.
+
+    The masked-LM recipe's schedule (BERT and the paper's pretraining).
+
+    Args:
+        peak_learning_rate: float. Learning rate at the end of warmup.
+        total_steps: int. Steps of the whole run, warmup included.
+        warmup_steps: int. Steps of the linear warmup.
+        end_learning_rate: float. Learning rate at `total_steps` and after.
+            Defaults to `0.0`.
+
+    Returns:
+        A `WarmupLinearDecay` schedule.
+
+    Example:
+
+    >>> schedule = warmup_linear(1e-4, total_steps=100, warmup_steps=10)
+    >>> float(schedule(55))
+    5e-05
+    """
+    _check_steps(total_steps, warmup_steps)
+    return WarmupLinearDecay(
+        peak_learning_rate, total_steps, warmup_steps, end_learning_rate
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to a peak, then linear decay to an end value.
+
+    Args:
+        peak_learning_rate: float. Learning rate at `warmup_steps`.
+        total_steps: int. Step at which `end_learning_rate` is reached.
+        warmup_steps: int. Steps of the warmup from 0.
+        end_learning_rate: float. Final learning rate. Defaults to `0.0`.
+    """
+
+    def __init__(
+        self,
+        peak_learning_rate,
+        total_steps,
+        warmup_steps,
+        end_learning_rate=0.0,
+    ):
+        self.peak_learning_rate = peak_learning_rate
+        self.total_steps = total_steps
+        self.warmup_steps = warmup_steps
+        self.end_learning_rate = end_learning_rate
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        peak = self.peak_learning_rate
+        warmup = keras.ops.maximum(float(self.warmup_steps), 1.0)
+        warming = peak * step / warmup
+        decay_steps = max(self.total_steps - self.warmup_steps, 1)
+        fraction = keras.ops.clip(
+            (step - self.warmup_steps) / decay_steps, 0.0, 1.0
+        )
+        decaying = peak + (self.end_learning_rate - peak) * fraction
+        return keras.ops.where(step < self.warmup_steps, warming, decaying)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "end_learning_rate": self.end_learning_rate,
+        }
+
+
+def _check_steps(total_steps, warmup_steps):
+    if total_steps < 1:
+        raise ValueError(f"total_steps must be >= 1, got {total_steps}.")
+    if not 0 <= warmup_steps <= total_steps:
+        raise ValueError(
+            f"warmup_steps must be in [0, total_steps={total_steps}], got "
+            f"{warmup_steps}."
+        )

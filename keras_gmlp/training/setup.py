@@ -1,0 +1,90 @@
+"""The shared start and fit loop of the recipes."""
+
+import os
+
+import keras
+
+from keras_gmlp.training.callbacks import EpochEndHook
+from keras_gmlp.training.callbacks import training_callbacks
+from keras_gmlp.training.results import WallClock
+
+
+def configure_run(args):
+    """Seeds every random generator and sets the dtype policy.
+
+    Args:
+        args: `argparse.Namespace` with `seed` and `mixed_precision`
+            (`"none"`, `"mixed_float16"` or `"mixed_bfloat16"`).
+    """
+    keras.utils.set_random_seed(args.seed)
+    policy = args.mixed_precision
+    keras.config.set_dtype_policy("float32" if policy == "none" else policy)
+
+
+def fit(
+    model,
+    train_data,
+    validation_data,
+    epochs,
+    output_dir,
+    distribution=None,
+    steps_per_epoch=None,
+    monitor="val_accuracy",
+    mode="max",
+    tensorboard=True,
+    callbacks=None,
+    verbose=1,
+):
+    """Trains `model` with the recipes' callbacks; resumes a killed run.
+
+    Started again with the same `output_dir` after an interruption (even
+    `kill -9`), it continues from the last completed epoch, and the
+    returned history covers every epoch of the run.
+
+    Args:
+        model: a compiled `keras.Model`.
+        train_data: `tf.data.Dataset` of batches.
+        validation_data: `tf.data.Dataset` of batches, or `None`.
+        epochs: int. Total epochs of the run.
+        output_dir: str. Where backups, checkpoints, history and logs go.
+        distribution: `Distribution` or `None`.
+        steps_per_epoch: int or `None`. Defaults to a full pass.
+        monitor: str. Metric of the best checkpoint.
+        mode: str. `"max"` or `"min"`.
+        tensorboard: bool. Whether to write TensorBoard logs.
+        callbacks: list or `None`. Extra callbacks, run after the standard
+            ones.
+        verbose: int. Keras' `verbose` (1 = progress bar).
+
+    Returns:
+        A tuple `(history, wall_time)`: `{metric: [value per epoch]}` over
+        the whole run, and the seconds of all its attempts.
+    """
+    is_chief = distribution.is_chief if distribution else True
+    standard, history = training_callbacks(
+        output_dir,
+        monitor=monitor if validation_data is not None else "loss",
+        mode=mode if validation_data is not None else "min",
+        tensorboard=tensorboard,
+        is_chief=is_chief,
+    )
+    resuming = any(
+        isinstance(c, keras.callbacks.BackupAndRestore)
+        and os.path.exists(c._training_metadata_path)
+        for c in standard
+    )
+    clock = WallClock(output_dir, resume=resuming)
+    if distribution is not None:
+        train_data = distribution.prepare_dataset(train_data)
+        if validation_data is not None:
+            validation_data = distribution.prepare_dataset(validation_data)
+    model.fit(
+        train_data,
+        validation_data=validation_data,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        callbacks=standard + [EpochEndHook(clock.update)] + (callbacks or []),
+        verbose=verbose,
+    )
+    clock.update()
+    return history.history, clock.elapsed()

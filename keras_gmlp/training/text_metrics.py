@@ -1,0 +1,83 @@
+"""Losses and metrics of language-model training, on every backend.
+
+Targets come with sample weights: 1 at a position to predict (a masked
+token, or a real next token), 0 at filler. The loss is the mean
+cross-entropy over the weighted positions, and perplexity is the
+exponential of that mean, accumulated over a whole evaluation.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class Perplexity(keras.metrics.Metric):
+    """Exponential of the mean weighted token cross-entropy.
+
+    Accumulates the weighted sum of cross-entropies and the sum of
+    weights over the batches, so the result is the perplexity of the
+    whole evaluation, not a mean of per-batch perplexities.
+
+    Args:
+        from_logits: bool. Whether predictions are logits. Defaults to
+            `True`.
+        name: str. Defaults to `"perplexity"`.
+
+    Example:
+
+    >>> metric = Perplexity()
+    >>> metric.update_state([[1]], [[[0.0, 0.0]]], sample_weight=[[1.0]])
+    >>> float(metric.result())  # uniform over 2 tokens
+    2.0
+    """
+
+    def __init__(self, from_logits=True, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.from_logits = from_logits
+        self.total = self.add_variable((), "zeros", name="total")
+        self.weight = self.add_variable((), "zeros", name="weight")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_pred = ops.cast(y_pred, "float32")
+        y_true = ops.cast(y_true, "int32")
+        cross_entropy = keras.losses.sparse_categorical_crossentropy(
+            y_true, y_pred, from_logits=self.from_logits
+        )
+        if sample_weight is None:
+            sample_weight = ops.ones_like(cross_entropy)
+        sample_weight = ops.reshape(
+            ops.cast(sample_weight, "float32"), ops.shape(cross_entropy)
+        )
+        self.total.assign_add(ops.sum(cross_entropy * sample_weight))
+        self.weight.assign_add(ops.sum(sample_weight))
+
+    def result(self):
+        return ops.exp(ops.divide_no_nan(self.total, self.weight))
+
+    def get_config(self):
+        config = super().get_config()
+        config["from_logits"] = self.from_logits
+        return config
+
+
+def language_model_loss():
+    """Mean token cross-entropy over the positions with weight > 0."""
+    return keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True, reduction="mean_with_sample_weight"
+    )
+
+
+def language_model_metrics(prefix="masked"):
+    """The weighted metrics of a language model: accuracy and perplexity.
+
+    Args:
+        prefix: str. `"masked"` for masked-LM, `"next_token"` for causal.
+
+    Returns:
+        A list for `model.compile(weighted_metrics=...)`: token accuracy
+        (named `f"{prefix}_accuracy"`) and `Perplexity`.
+    """
+    return [
+        keras.metrics.SparseCategoricalAccuracy(name=f"{prefix}_accuracy"),
+        Perplexity(name="perplexity"),
+    ]

@@ -1,0 +1,127 @@
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import GMLPBlock
+from tests import reference
+
+
+def array(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def randomize(layer, rng, scale=0.3):
+    for weight in layer.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * scale)
+
+
+def block_reference(block, x):
+    """The paper's block in numpy, from the layer's weights."""
+    norm = block.norm
+    hidden = reference.layer_norm(x, array(norm.gamma), array(norm.beta), 1e-6)
+    expanded = reference.gelu(
+        hidden @ array(block.channel_projection_in.kernel)
+        + array(block.channel_projection_in.bias)
+    )
+    attention = None
+    if block.tiny_attention is not None:
+        attn = block.tiny_attention
+        attention = reference.tiny_attention(
+            hidden,
+            array(attn.qkv.kernel),
+            array(attn.qkv.bias),
+            array(attn.output_projection.kernel),
+            array(attn.output_projection.bias),
+        )
+    sgu = block.spatial_gating_unit
+    gated = reference.spatial_gating(
+        expanded,
+        array(sgu.kernel),
+        array(sgu.bias),
+        array(sgu.norm.gamma),
+        array(sgu.norm.beta),
+        attention=attention,
+    )
+    out = block.channel_projection_out
+    return x + gated @ array(out.kernel) + array(out.bias)
+
+
+@pytest.mark.parametrize("attention_dim", [None, 4])
+def test_matches_numpy_reference(attention_dim, rng):
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim)
+    block.build(x.shape)
+    randomize(block, rng)
+    np.testing.assert_allclose(
+        array(block(x)), block_reference(block, x), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_initial_block_is_residual_feed_forward(rng):
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+    hidden = reference.layer_norm(x, 1.0, 0.0, 1e-6)
+    expanded = reference.gelu(
+        hidden @ array(block.channel_projection_in.kernel)
+    )
+    expected = x + expanded[..., :6] @ array(
+        block.channel_projection_out.kernel
+    )
+    np.testing.assert_allclose(array(block(x)), expected, atol=1e-4)
+
+
+def test_drop_path_per_sample_in_training_only(rng):
+    x = rng.normal(size=(64, 4, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=8, drop_path_rate=0.5)
+    inference = array(block(x, training=False))
+    trained = array(block(x, training=True))
+    branch = inference - x
+    dropped = np.all(np.isclose(trained, x, atol=1e-6), axis=(1, 2))
+    kept = np.all(np.isclose(trained, x + 2.0 * branch, atol=1e-4), axis=(1, 2))
+    assert np.all(dropped | kept)
+    assert 10 < dropped.sum() < 54
+
+
+def test_causal_block_by_perturbation(rng):
+    x = rng.normal(size=(1, 8, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=8, attention_dim=4, causal=True)
+    block.build(x.shape)
+    randomize(block, rng)
+    perturbed = x.copy()
+    perturbed[:, 5] = rng.normal(size=(1, 8))
+    moved = np.abs(array(block(perturbed)) - array(block(x))).max(axis=(0, 2))
+    np.testing.assert_array_equal(moved[:5], 0.0)
+    assert moved[5:].min() > 0.0
+
+
+def test_odd_ffn_dim_raises():
+    with pytest.raises(ValueError, match="ffn_dim=7"):
+        GMLPBlock(ffn_dim=7)
+
+
+def test_unknown_spatial_raises():
+    with pytest.raises(ValueError, match="spatial='circulant'"):
+        GMLPBlock(ffn_dim=8, spatial="circulant")
+
+
+def test_config_round_trip():
+    block = GMLPBlock(
+        ffn_dim=16,
+        sequence_length=9,
+        attention_dim=8,
+        spatial="toeplitz",
+        causal=True,
+        drop_path_rate=0.1,
+    )
+    config = block.get_config()
+    assert GMLPBlock.from_config(config).get_config() == config
+
+
+def test_mixed_precision(rng):
+    block = GMLPBlock(ffn_dim=8, attention_dim=4, dtype="mixed_bfloat16")
+    output = block(rng.normal(size=(2, 4, 8)).astype("float32"))
+    assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
+    assert all(w.dtype == "float32" for w in block.weights)
+    sublayers = [block.norm, block.spatial_gating_unit, block.tiny_attention]
+    assert all(s.dtype_policy.name == "mixed_bfloat16" for s in sublayers)

@@ -1,0 +1,21 @@
+"""Loads `.keras` files after a plain `import keras_gmlp` and predicts.
+
+Usage: python predict_saved.py FOLDER. For each `NAME.keras` in FOLDER it
+reads the inputs `NAME.inputs.npy` and writes `NAME.<backend>.npy`.
+"""
+
+import pathlib
+import sys
+
+import keras
+import numpy as np
+
+import keras_gmlp  # noqa: F401  (registers the layers)
+
+folder = pathlib.Path(sys.argv[1])
+for path in sorted(folder.glob("*.keras")):
+    name = path.name[: -len(".keras")]
+    model = keras.saving.load_model(path)
+    inputs = np.load(folder / f"{name}.inputs.npy")
+    outputs = keras.ops.convert_to_numpy(model(inputs, training=False))
+    np.save(folder / f"{name}.{keras.config.backend()}.npy", outputs)

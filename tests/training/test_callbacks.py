@@ -1,0 +1,104 @@
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.training import fit
+from keras_gmlp.training.callbacks import read_history_records
+from keras_gmlp.training.results import write_results
+
+
+class Interrupt(Exception):
+    pass
+
+
+class InterruptAfterEpoch(keras.callbacks.Callback):
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise Interrupt()
+
+
+def make_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = (x[:, :1] > 0).astype("float32")
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+
+
+def make_model():
+    model = keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")]
+    )
+    model.compile("adam", "binary_crossentropy", metrics=["accuracy"])
+    return model
+
+
+def test_interrupted_fit_resumes_with_full_history(tmp_path):
+    data = make_data()
+    output_dir = str(tmp_path / "run")
+    with pytest.raises(Interrupt):
+        fit(
+            make_model(),
+            data,
+            data,
+            epochs=4,
+            output_dir=output_dir,
+            tensorboard=False,
+            callbacks=[InterruptAfterEpoch(1)],
+            verbose=0,
+        )
+    assert len(read_history_records(f"{output_dir}/history.json")) == 2
+    backup = json.load(open(f"{output_dir}/backup/training_metadata.json"))
+    assert backup["epoch"] == 2
+
+    epochs_run = []
+    model = make_model()
+    history, wall_time = fit(
+        model,
+        data,
+        data,
+        epochs=4,
+        output_dir=output_dir,
+        tensorboard=False,
+        callbacks=[
+            keras.callbacks.LambdaCallback(
+                on_epoch_begin=lambda epoch, logs: epochs_run.append(epoch)
+            )
+        ],
+        verbose=0,
+    )
+    assert epochs_run == [2, 3]
+    assert len(history["loss"]) == 4
+    assert len(history["val_accuracy"]) == 4
+    assert wall_time > 0
+    # The backup is removed when the run completes.
+    assert not os.path.exists(f"{output_dir}/backup/latest.weights.h5")
+    for name in ("best.keras", "last.keras"):
+        keras.saving.load_model(f"{output_dir}/{name}")
+
+
+def test_results_json(tmp_path):
+    history = {"loss": [1.0, 0.5], "val_accuracy": [0.5, np.float32(0.75)]}
+    results = write_results(
+        str(tmp_path),
+        {"epochs": 2, "dataset": "digits"},
+        history,
+        {"val_accuracy": np.float32(0.75)},
+        wall_time=3.21,
+        counts={"skipped_train": 1},
+    )
+    written = json.load(open(tmp_path / "results.json"))
+    assert written == results
+    assert written["epochs"] == 2
+    assert written["metrics"]["val_accuracy"] == 0.75
+    assert written["backend"] == keras.config.backend()
+    assert written["device_count"] >= 1
+    assert written["counts"] == {"skipped_train": 1}
