@@ -196,3 +196,21 @@ def test_global_mixed_policy_is_followed():
     output = model(np.ones((1, 4), "int32"))
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     assert {w.dtype for w in model.weights} == {"float32"}
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow",
+    reason="unknown sequence lengths exist only in TensorFlow graphs",
+)
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_graph_with_unknown_sequence_length(spatial):
+    import tensorflow as tf
+
+    model = models.causal_lm(**dict(TINY_TEXT, spatial=spatial))
+    graph = tf.function(
+        model, input_signature=[tf.TensorSpec((None, None), tf.int32)]
+    )
+    ids = np.random.default_rng(4).integers(1, 50, size=(2, 7)).astype("int32")
+    np.testing.assert_allclose(
+        graph(ids).numpy(), array(model(ids)), rtol=1e-5, atol=1e-5
+    )
