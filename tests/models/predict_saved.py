@@ -17,5 +17,5 @@ for path in sorted(folder.glob("*.keras")):
     name = path.name[: -len(".keras")]
     model = keras.saving.load_model(path)
     inputs = np.load(folder / f"{name}.inputs.npy")
-    outputs = keras.ops.convert_to_numpy(model(inputs, training=False))
+    outputs = keras.ops.convert_to_numpy(model.predict_on_batch(inputs))
     np.save(folder / f"{name}.{keras.config.backend()}.npy", outputs)
