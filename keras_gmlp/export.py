@@ -85,7 +85,9 @@ def export_saved_model(
         model: `keras.Model`. The trained model.
         export_dir: str. The SavedModel folder to write.
         input_shape: tuple. Raw input shape without the batch. Defaults to
-            the model's.
+            the model's. Give text models their sequence length, e.g.
+            `(512,)`: JAX exports every `None` dimension as symbolic, and
+            the spatial weights need a known length.
         input_dtype: str. Raw input dtype (`"uint8"`, `"int32"`). Defaults
             to the model's.
         preprocessing: list of `keras.layers.Layer`. Serializable layers

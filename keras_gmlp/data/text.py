@@ -138,8 +138,9 @@ def read_text_records(
         decode_errors: str. What to do with bytes that are not UTF-8:
             `"replace"` them by U+FFFD and keep the record, or `"skip"` the
             record. Either way they are counted. Defaults to `"replace"`.
-        max_record_chars: int. Paragraphs longer than this are cut, so a
-            file without blank lines cannot fill the memory.
+        max_record_chars: int. Bytes after which a record is cut (never
+            inside a UTF-8 character), so a file without line breaks or
+            blank lines cannot fill the memory. Cuts are counted.
         stats: `CorpusStats` to update, or `None`.
 
     Yields:
@@ -175,28 +176,56 @@ def read_text_records(
         return text
 
     for path in files:
-        with open(path, "rb") as file:
-            pending, pending_chars = [], 0
-            for line in file:
-                if record == "line":
-                    text = finish([line])
-                    if text is not None:
-                        yield text
+        pending, pending_chars = [], 0
+        for line in _read_lines(path, max_record_chars, stats):
+            if record == "line":
+                text = finish([line])
+                if text is not None:
+                    yield text
+                continue
+            if line.strip():
+                pending.append(line)
+                pending_chars += len(line)
+                if pending_chars < max_record_chars:
                     continue
-                if line.strip():
-                    pending.append(line)
-                    pending_chars += len(line)
-                    if pending_chars < max_record_chars:
-                        continue
+                stats.truncated += 1
+            text = finish(pending) if pending else None
+            pending, pending_chars = [], 0
+            if text is not None:
+                yield text
+        if pending:
+            text = finish(pending)
+            if text is not None:
+                yield text
+
+
+def _read_lines(path, max_chars, stats):
+    """Yields the lines of a file, cutting lines longer than `max_chars`.
+
+    A cut never splits a UTF-8 character; it is counted in `stats`.
+    """
+    carry = b""
+    with open(path, "rb") as file:
+        while True:
+            chunk = carry + file.readline(max(max_chars - len(carry), 1))
+            carry = b""
+            if not chunk:
+                return
+            if not chunk.endswith(b"\n") and len(chunk) >= max_chars:
+                peek = file.read(1)
+                if peek in (b"\n", b""):
+                    chunk += peek
+                else:
+                    carry = peek
+                    cut = len(chunk)
+                    while cut > 0 and chunk[cut - 1] & 0xC0 == 0x80:
+                        cut -= 1
+                    if cut > 0 and chunk[cut - 1] >= 0xC0:
+                        cut -= 1
+                    if cut > 0:
+                        chunk, carry = chunk[:cut], chunk[cut:] + carry
                     stats.truncated += 1
-                text = finish(pending) if pending else None
-                pending, pending_chars = [], 0
-                if text is not None:
-                    yield text
-            if pending:
-                text = finish(pending)
-                if text is not None:
-                    yield text
+            yield chunk
 
 
 def find_text_feature(features, text_key=None):
@@ -716,35 +745,94 @@ def causal_lm_dataset(
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def unigram_perplexity(train_labels, validation_batches, vocabulary_size):
-    """Perplexity of a unigram model of the training tokens.
+def fixed_batches(dataset, max_batches):
+    """Caches the first batches of a dataset, to evaluate on the same ones.
 
-    The baseline a language model has to beat: every token predicted by
-    its frequency in the training split (add-one smoothed), scored on the
-    same held-out targets and weights as the model.
+    The batches are computed (and masked) once; every later pass reads
+    the same ones, so evaluations during a run are comparable. The
+    result has a known length, as Keras' evaluation expects.
 
     Args:
-        train_labels: iterable of int arrays of training token ids.
-        validation_batches: iterable of `(inputs, labels, weights)`.
+        dataset: `tf.data.Dataset` of batches, such as the held-out
+            `masked_lm_dataset`.
+        max_batches: int. Largest number of batches kept.
+
+    Returns:
+        The cached dataset.
+
+    Raises:
+        ValueError: when the dataset gives no batch.
+    """
+    cached = dataset.take(max_batches).cache()
+    count = sum(1 for _ in cached)
+    if count == 0:
+        raise ValueError(
+            "The held-out split gives no batch; expected held-out text "
+            "(--validation-files, or a larger --validation-fraction)."
+        )
+    return cached.apply(tf.data.experimental.assert_cardinality(count))
+
+
+def token_counts(token_stream, vocabulary_size, max_tokens=None, exclude=()):
+    """Counts token ids in a stream of token id vectors.
+
+    Args:
+        token_stream: `tf.data.Dataset` of 1-D int vectors, such as
+            `tokenize_records` makes.
         vocabulary_size: int.
+        max_tokens: int. Stop after about this many tokens; `None` reads
+            the whole stream.
+        exclude: ids whose count is set to 0 (tokens never predicted).
+
+    Returns:
+        A float64 array `(vocabulary_size,)`.
+    """
+    import numpy as np
+
+    counts = np.zeros(vocabulary_size, np.float64)
+    seen = 0
+    for ids in token_stream.as_numpy_iterator():
+        counts += np.bincount(ids.reshape(-1), minlength=vocabulary_size)
+        seen += ids.size
+        if max_tokens is not None and seen >= max_tokens:
+            break
+    counts[list(exclude)] = 0.0
+    return counts
+
+
+def unigram_perplexity(counts, validation_batches):
+    """Held-out perplexity of a unigram model of the training tokens.
+
+    The baseline a language model has to beat: every target predicted by
+    its frequency in the training split (add-one smoothed over the ids
+    with a non-zero count or seen as targets), scored on the same held-out
+    targets and weights as the model.
+
+    Args:
+        counts: float array `(vocabulary_size,)`, e.g. from `token_counts`;
+            ids that are never targets have count 0.
+        validation_batches: iterable of `(inputs, labels, weights)`.
 
     Returns:
         float.
     """
     import numpy as np
 
-    counts = np.ones(vocabulary_size, np.float64)
-    for labels in train_labels:
-        labels = np.asarray(labels).reshape(-1)
-        counts += np.bincount(labels, minlength=vocabulary_size)
-    counts[0] = 0.0  # [PAD] is never a target.
-    log_probability = np.log(counts / counts.sum(), where=counts > 0)
-    total, weight = 0.0, 0.0
+    targets, target_weights = [], []
     for _, labels, weights in validation_batches:
-        labels = np.asarray(labels).reshape(-1)
-        weights = np.asarray(weights, np.float64).reshape(-1)
-        total -= float((log_probability[labels] * weights).sum())
-        weight += float(weights.sum())
-    if weight == 0:
+        targets.append(np.asarray(labels).reshape(-1))
+        target_weights.append(np.asarray(weights, np.float64).reshape(-1))
+    if not targets:
+        raise ValueError("Received no validation batch.")
+    targets = np.concatenate(targets)
+    target_weights = np.concatenate(target_weights)
+    if target_weights.sum() == 0:
         raise ValueError("The validation batches have no weighted target.")
-    return float(np.exp(total / weight))
+    keep = target_weights > 0
+    targets, target_weights = targets[keep], target_weights[keep]
+    possible = counts > 0
+    possible[targets] = True
+    smoothed = np.where(possible, counts + 1.0, 0.0)
+    log_probability = np.log(smoothed[targets] / smoothed.sum())
+    mean = -(log_probability * target_weights).sum() / target_weights.sum()
+    return float(np.exp(mean))

@@ -1,7 +1,9 @@
 """Callbacks of the recipes: crash-safe resume, history, checkpoints, logs."""
 
+import importlib.util
 import json
 import os
+import warnings
 
 import keras
 
@@ -94,6 +96,7 @@ def training_callbacks(
     tensorboard=True,
     is_chief=True,
     backup_every_steps=None,
+    worker_index=0,
 ):
     """The standard callbacks of a recipe, all writing under `output_dir`.
 
@@ -119,15 +122,19 @@ def training_callbacks(
             Defaults to `True`.
         backup_every_steps: int or `None`. Back up every this many steps as
             well as at epoch ends. Defaults to `None` (epochs only).
+        worker_index: int. This worker's index; a non-chief worker keeps
+            its backup and history in `output_dir/workers/<index>/`.
+            Defaults to `0`.
 
     Returns:
         A tuple `(callbacks, history)`: the list for `model.fit` and the
         `PersistentHistory` among them.
     """
     os.makedirs(output_dir, exist_ok=True)
-    backup_dir = os.path.join(output_dir, BACKUP_DIR)
+    state_dir = output_dir
     if not is_chief:
-        backup_dir = os.path.join(output_dir, "workers", "backup")
+        state_dir = os.path.join(output_dir, "workers", str(worker_index))
+    backup_dir = os.path.join(state_dir, BACKUP_DIR)
     callbacks = [
         keras.callbacks.BackupAndRestore(
             backup_dir,
@@ -135,9 +142,7 @@ def training_callbacks(
             double_checkpoint=True,
         )
     ]
-    history = PersistentHistory(os.path.join(output_dir, HISTORY_FILE))
-    if not is_chief:
-        history.path = os.path.join(output_dir, "workers", HISTORY_FILE)
+    history = PersistentHistory(os.path.join(state_dir, HISTORY_FILE))
     callbacks.append(history)
     if is_chief:
         callbacks.append(
@@ -153,7 +158,13 @@ def training_callbacks(
                 os.path.join(output_dir, LAST_CHECKPOINT)
             )
         )
-        if tensorboard:
+        if tensorboard and importlib.util.find_spec("tensorboard") is None:
+            warnings.warn(
+                "TensorBoard logs are off: the tensorboard package is not "
+                "installed (pip install tensorboard).",
+                stacklevel=2,
+            )
+        elif tensorboard:
             callbacks.append(
                 keras.callbacks.TensorBoard(
                     os.path.join(output_dir, TENSORBOARD_DIR),

@@ -67,13 +67,19 @@ def fit(
         mode=mode if validation_data is not None else "min",
         tensorboard=tensorboard,
         is_chief=is_chief,
+        worker_index=distribution.worker_index if distribution else 0,
     )
     resuming = any(
         isinstance(c, keras.callbacks.BackupAndRestore)
         and os.path.exists(c._training_metadata_path)
         for c in standard
     )
-    clock = WallClock(output_dir, resume=resuming)
+    clock_dir = output_dir
+    if not is_chief:
+        clock_dir = os.path.join(
+            output_dir, "workers", str(distribution.worker_index)
+        )
+    clock = WallClock(clock_dir, resume=resuming)
     if distribution is not None:
         train_data = distribution.prepare_dataset(train_data)
         if validation_data is not None:
@@ -85,6 +91,7 @@ def fit(
         steps_per_epoch=steps_per_epoch,
         callbacks=standard + [EpochEndHook(clock.update)] + (callbacks or []),
         verbose=verbose,
+        shuffle=False,  # The tf.data pipelines shuffle.
     )
     clock.update()
     return history.history, clock.elapsed()

@@ -50,7 +50,9 @@ def test_none_has_one_replica():
 @pytest.mark.skipif(BACKEND != "torch", reason="torch only")
 @pytest.mark.parametrize("name", ["mirrored", "data_parallel", "tpu"])
 def test_torch_states_its_single_device_support(name):
-    with pytest.raises(ValueError, match="PyTorch backend trains on one device"):
+    with pytest.raises(
+        ValueError, match="PyTorch backend trains on one device"
+    ):
         get_distribution(name)
 
 
@@ -60,6 +62,9 @@ def test_jax_rejects_tensorflow_strategies():
         get_distribution("mirrored")
 
 
+# The recipe's tests run every strategy end to end in CI; these two check
+# the helper alone, more closely, on request (-m large).
+@pytest.mark.large
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
 def test_two_device_data_parallel_matches_one_device(tmp_path):
     strategy = "mirrored" if BACKEND == "tensorflow" else "data_parallel"
@@ -72,6 +77,7 @@ def test_two_device_data_parallel_matches_one_device(tmp_path):
     assert two["loss"] == pytest.approx(one["loss"], rel=1e-4)
 
 
+@pytest.mark.large
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TF_CONFIG is TF only")
 def test_two_workers_on_localhost_train_identically(tmp_path):
     ports = [free_port(), free_port()]
@@ -99,3 +105,23 @@ def test_two_workers_on_localhost_train_identically(tmp_path):
         assert result["num_replicas"] == 2
     assert results[0]["loss"] == pytest.approx(results[1]["loss"])
     assert len(results[0]["loss"]) == 2
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
+def test_multi_worker_workarounds_patch_keras_once():
+    from keras.src.backend.tensorflow import trainer
+
+    from keras_gmlp.training.distribution import (
+        install_multi_worker_workarounds,
+    )
+
+    install_multi_worker_workarounds()
+    patched = trainer.reduce_per_replica
+    install_multi_worker_workarounds()
+    assert trainer.reduce_per_replica is patched
+    # Outside multi-worker training the original reduction is used.
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()
+    value = tf.constant([1.0, 3.0])
+    assert patched(value, strategy, "auto") is value

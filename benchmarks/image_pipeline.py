@@ -1,0 +1,193 @@
+"""Does the tf.data image pipeline feed the model with headroom?
+
+Measures, in one run and on the same batches shape:
+
+1. `pipeline`: images/s of the training input pipeline alone (decode,
+   resize, augmentation, batching), iterated without a model;
+2. `train_step`: images/s of the training step alone, fed one batch that
+   is already in memory (`model.train_on_batch`);
+3. `fit`: images/s of `model.fit` fed by the pipeline (both compete for
+   the same cores, as in a real run), after 3 warm-up batches.
+
+Headroom = pipeline / train_step (> 1: the pipeline outruns the model);
+fit / train_step close to 1 means the pipeline does not slow training.
+
+Two set-ups: the README's `digits` quick-start (16 x 16, no heavy
+augmentation), and CIFAR-10 in its binary format (written here from random
+pixels: same sizes and decode path as the real files) with the paper's
+augmentation (RandAugment 2 ops, MixUp/CutMix, flips, pad-and-crop) and the
+`gmlp_micro4_32` model.
+
+Usage:
+    KERAS_BACKEND=jax python benchmarks/image_pipeline.py [--quick]
+Results: benchmarks/results/image_pipeline_<backend>.json
+"""
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+
+import keras
+import numpy as np
+
+from keras_gmlp import models
+from keras_gmlp.data import images
+from keras_gmlp.data.augment import AugmentConfig
+from keras_gmlp.training.optimizers import adamw
+
+RESULTS = os.path.join(os.path.dirname(__file__), "results")
+
+
+def write_cifar_binaries(folder, records_per_file):
+    rng = np.random.default_rng(0)
+    for file in [f"data_batch_{i}.bin" for i in range(1, 6)] + [
+        "test_batch.bin"
+    ]:
+        rows = rng.integers(0, 256, (records_per_file, 3073), dtype=np.uint8)
+        rows[:, 0] = rng.integers(0, 10, records_per_file)
+        rows.tofile(os.path.join(folder, file))
+
+
+def setups(folder, quick):
+    write_cifar_binaries(folder, 512 if quick else 2048)
+    return {
+        "digits": {
+            "data": images.load_images("digits"),
+            "image_size": (16, 16),
+            "batch_size": 64,
+            "augment": AugmentConfig(
+                flip=False, randaugment_ops=0, mixup=0, cutmix=0, translate=0.1
+            ),
+            "model": {
+                "image_size": 16,
+                "patch_size": 4,
+                "num_layers": 4,
+                "hidden_dim": 64,
+                "ffn_dim": 256,
+            },
+        },
+        "cifar10_paper_augmentation": {
+            "data": images.load_images("cifar10", folder),
+            "image_size": (32, 32),
+            "batch_size": 128,
+            "augment": AugmentConfig(crop_padding=4),
+            "model": {"preset": "gmlp_micro4_32"},
+        },
+    }
+
+
+def images_per_second(run, batches, batch_size):
+    start = time.perf_counter()
+    run(batches)
+    return batches * batch_size / (time.perf_counter() - start)
+
+
+class BatchClock(keras.callbacks.Callback):
+    """Times `fit`'s batches after the first few (tracing, buffers)."""
+
+    def __init__(self, warmup_batches):
+        super().__init__()
+        self.warmup_batches = warmup_batches
+        self.times = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.times.append(time.perf_counter())
+
+    def images_per_second(self, batch_size):
+        times = self.times[self.warmup_batches - 1 :]
+        return (len(times) - 1) * batch_size / (times[-1] - times[0])
+
+
+def measure(setup, batches):
+    data, batch_size = setup["data"], setup["batch_size"]
+    dataset = images.batches(
+        data,
+        "train",
+        batch_size,
+        setup["image_size"],
+        True,
+        setup["augment"],
+        seed=0,
+    ).repeat()
+    iterator = iter(dataset)
+    next(iterator)  # Builds the pipeline, fills caches and buffers.
+
+    def iterate(count):
+        for _ in range(count):
+            next(iterator)
+
+    pipeline = images_per_second(iterate, batches, batch_size)
+
+    config = dict(setup["model"])
+    preset = config.pop("preset", None)
+    model = models.image_classifier(
+        preset,
+        num_classes=data.num_classes,
+        num_channels=data.num_channels,
+        **config,
+    )
+    model.compile(
+        optimizer=adamw(1e-3, model=model),
+        loss=keras.losses.CategoricalCrossentropy(from_logits=True),
+    )
+    x, y = (value.numpy() for value in next(iterator))
+    model.train_on_batch(x, y)  # Compiles.
+
+    def step(count):
+        for _ in range(count):
+            model.train_on_batch(x, y)
+
+    train_step = images_per_second(step, batches, batch_size)
+    clock = BatchClock(warmup_batches=3)
+    model.fit(
+        dataset,
+        steps_per_epoch=batches + 3,
+        epochs=1,
+        verbose=0,
+        shuffle=False,
+        callbacks=[clock],
+    )
+    fitted = clock.images_per_second(batch_size)
+    return {
+        "batch_size": batch_size,
+        "batches": batches,
+        "pipeline_images_per_second": round(pipeline, 1),
+        "train_step_images_per_second": round(train_step, 1),
+        "fit_images_per_second": round(fitted, 1),
+        "headroom_pipeline_over_step": round(pipeline / train_step, 2),
+        "fit_over_step": round(fitted / train_step, 3),
+        "parameters": model.count_params(),
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    batches = 8 if args.quick else args.batches
+    keras.utils.set_random_seed(0)
+    results = {
+        "backend": keras.config.backend(),
+        "keras_version": keras.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "setups": {},
+    }
+    with tempfile.TemporaryDirectory() as folder:
+        for name, setup in setups(folder, args.quick).items():
+            results["setups"][name] = measure(setup, batches)
+            print(name, json.dumps(results["setups"][name]), flush=True)
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(
+        RESULTS, f"image_pipeline_{keras.config.backend()}.json"
+    )
+    with open(path, "w") as file:
+        json.dump(results, file, indent=2)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

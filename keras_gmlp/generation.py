@@ -1,0 +1,138 @@
+"""Text generation with causal gMLP language models: greedy and top-k."""
+
+import keras
+import numpy as np
+
+from keras_gmlp.layers.gmlp_block import GMLPBlock
+
+STRATEGIES = ("greedy", "top_k")
+
+
+def _blocks(model):
+    return [
+        layer
+        for layer in model._flatten_layers(include_self=False)
+        if isinstance(layer, GMLPBlock)
+    ]
+
+
+def model_sequence_length(model):
+    """The largest number of tokens a gMLP text model accepts, or `None`."""
+    lengths = [block.sequence_length for block in _blocks(model)]
+    lengths = [length for length in lengths if length is not None]
+    return min(lengths) if lengths else None
+
+
+def generate(
+    model,
+    prompt_ids,
+    max_new_tokens,
+    strategy="greedy",
+    top_k=10,
+    temperature=1.0,
+    seed=None,
+    end_token_id=None,
+):
+    """Extends token sequences with a causal gMLP language model.
+
+    Each step runs the model on a fixed-length buffer (the prompt, the
+    tokens generated so far and `[PAD]` after them) and reads the logits at
+    the last filled position: with a causal model the positions after it
+    cannot change those logits, and the fixed shape is compiled once.
+
+    Args:
+        model: a `keras_gmlp.models.causal_lm` model (token ids to
+            next-token logits).
+        prompt_ids: int array-like `(tokens,)` or `(batch, tokens)`, at
+            least one token per prompt, all prompts of the same length.
+        max_new_tokens: int. Tokens to generate.
+        strategy: str. `"greedy"` (the most likely token) or `"top_k"`
+            (sampled among the `top_k` most likely). Defaults to
+            `"greedy"`.
+        top_k: int. Candidates of `"top_k"` sampling. Defaults to `10`.
+        temperature: float. Divides the logits before sampling. Defaults
+            to `1.0`.
+        seed: int. Seed of the sampling. Defaults to `None`.
+        end_token_id: int. A sequence that generates it stops: the tokens
+            after it are `0` (`[PAD]`). Defaults to `None`.
+
+    Returns:
+        An int32 numpy array `(batch, tokens + max_new_tokens)` (or
+        `(tokens + max_new_tokens,)` for a 1-D prompt).
+
+    Example:
+
+    >>> model = keras_gmlp.models.causal_lm("gmlp_tiny")
+    >>> generate(model, [2, 17, 42], max_new_tokens=5).shape
+    (8,)
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            f"Received strategy={strategy!r}; expected one of {STRATEGIES}."
+        )
+    if max_new_tokens < 0:
+        raise ValueError(
+            f"Received max_new_tokens={max_new_tokens}; expected >= 0."
+        )
+    if strategy == "top_k" and top_k < 1:
+        raise ValueError(f"Received top_k={top_k}; expected >= 1.")
+    if temperature <= 0:
+        raise ValueError(
+            f"Received temperature={temperature}; expected a number > 0."
+        )
+    blocks = _blocks(model)
+    if not blocks or not all(block.causal for block in blocks):
+        raise ValueError(
+            f"Model {model.name!r} is not a causal gMLP language model; "
+            "expected a model built by keras_gmlp.models.causal_lm (a "
+            "masked LM sees the future and cannot generate)."
+        )
+    prompt = np.asarray(prompt_ids, dtype="int32")
+    single = prompt.ndim == 1
+    if single:
+        prompt = prompt[None, :]
+    if prompt.ndim != 2 or prompt.shape[1] < 1:
+        raise ValueError(
+            f"Received prompt_ids of shape {prompt.shape}; expected "
+            "(tokens,) or (batch, tokens) with at least one token."
+        )
+    batch, prompt_length = prompt.shape
+    total = prompt_length + max_new_tokens
+    limit = model_sequence_length(model)
+    if limit is not None and total > limit:
+        raise ValueError(
+            f"A prompt of {prompt_length} tokens plus max_new_tokens="
+            f"{max_new_tokens} makes {total} tokens; the model takes at most "
+            f"{limit} (its sequence_length)."
+        )
+    rng = np.random.default_rng(seed)
+    tokens = np.zeros((batch, total), "int32")
+    tokens[:, :prompt_length] = prompt
+    finished = np.zeros(batch, bool)
+    for position in range(prompt_length, total):
+        logits = model.predict_on_batch(tokens)
+        logits = keras.ops.convert_to_numpy(logits)[:, position - 1]
+        logits = logits.astype("float64") / temperature
+        if strategy == "greedy":
+            chosen = logits.argmax(axis=-1)
+        else:
+            chosen = _sample_top_k(logits, top_k, rng)
+        chosen = np.where(finished, 0, chosen)
+        tokens[:, position] = chosen
+        if end_token_id is not None:
+            finished |= chosen == end_token_id
+            if finished.all():
+                break
+    return tokens[0] if single else tokens
+
+
+def _sample_top_k(logits, top_k, rng):
+    top_k = min(top_k, logits.shape[-1])
+    candidates = np.argpartition(-logits, top_k - 1, axis=-1)[:, :top_k]
+    chosen = np.empty(len(logits), "int64")
+    for row, ids in enumerate(candidates):
+        values = logits[row, ids]
+        probabilities = np.exp(values - values.max())
+        probabilities /= probabilities.sum()
+        chosen[row] = rng.choice(ids, p=probabilities)
+    return chosen

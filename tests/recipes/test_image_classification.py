@@ -1,0 +1,287 @@
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+from keras_gmlp.data import images
+from recipes import image_classification
+
+BACKEND = keras.config.backend()
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+RECIPE = os.path.join(ROOT, "recipes", "image_classification.py")
+TINY = [
+    "--num-layers", "1",
+    "--hidden-dim", "16",
+    "--ffn-dim", "32",
+    "--image-size", "8",
+    "--patch-size", "4",
+    "--verbose", "0",
+]  # fmt: skip
+
+
+def tiny_digits(output_dir, *extra):
+    return [
+        "--dataset", "digits",
+        "--epochs", "2",
+        "--steps-per-epoch", "2",
+        "--output-dir", str(output_dir),
+        *TINY,
+        *extra,
+    ]  # fmt: skip
+
+
+def run_recipe(argv, env=None, check=True, **kwargs):
+    env = dict(os.environ, **(env or {}))
+    process = subprocess.run(
+        [sys.executable, RECIPE, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kwargs,
+    )
+    if check:
+        assert process.returncode == 0, process.stderr[-5000:]
+    return process
+
+
+def read_results(output_dir):
+    with open(os.path.join(output_dir, "results.json")) as file:
+        return json.load(file)
+
+
+def test_digits_run_writes_every_output(tmp_path):
+    output_dir = tmp_path / "run"
+    results = image_classification.main(tiny_digits(output_dir))
+    assert results == read_results(output_dir)
+    assert results["backend"] == BACKEND
+    assert results["epochs"] == 2 and results["device_count"] >= 1
+    assert 0 <= results["metrics"]["val_accuracy"] <= 1
+    assert (
+        results["metrics"]["val_top5_accuracy"]
+        >= (results["metrics"]["val_accuracy"])
+    )
+    assert results["wall_time_seconds"] > 0
+    assert results["counts"]["skipped_records"] == {}
+    assert results["counts"]["validation_examples"] == 360
+    assert results["arguments"]["dataset"] == "digits"
+    assert len(results["history"]["val_accuracy"]) == 2
+    for name in (
+        "best.keras",
+        "last.keras",
+        "curves.png",
+        "spatial_filters.png",
+    ):
+        assert (output_dir / name).exists(), name
+    assert os.listdir(output_dir / "tensorboard")
+
+    # The SavedModel: uint8 images in, the Keras model's probabilities out.
+    model = keras.saving.load_model(output_dir / "model.keras")
+    pixels = np.random.default_rng(0).integers(0, 256, (4, 8, 8, 1), np.uint8)
+    expected = keras.ops.convert_to_numpy(
+        keras.ops.softmax(model(pixels.astype("float32") / 127.5 - 1))
+    )
+    loaded = tf.saved_model.load(str(output_dir / "saved_model"))
+    served = loaded.serve(tf.constant(pixels))
+    np.testing.assert_allclose(served.numpy(), expected, atol=2e-5)
+
+
+def test_killed_run_resumes_from_its_last_epoch(tmp_path):
+    output_dir = tmp_path / "run"
+    argv = tiny_digits(output_dir, "--no-export", "--no-plots")
+    argv[argv.index("--epochs") + 1] = "3"
+    # The first attempt kills itself (SIGKILL) at the end of epoch 2.
+    killer = (
+        "import os, signal, sys, keras\n"
+        f"sys.argv[0] = {RECIPE!r}\n"
+        f"sys.path.insert(0, {ROOT!r})\n"
+        "from recipes import image_classification as recipe\n"
+        "class Kill(keras.callbacks.Callback):\n"
+        "    def on_epoch_end(self, epoch, logs=None):\n"
+        "        if epoch == 1:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"recipe.main({argv!r}, callbacks=[Kill()])\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", killer], capture_output=True, timeout=600
+    )
+    assert process.returncode == -signal.SIGKILL
+    assert not (output_dir / "results.json").exists()
+    history = json.load(open(output_dir / "history.json"))
+    assert [record["epoch"] for record in history] == [0, 1]
+
+    # The same command again finishes the run from epoch 3.
+    run_recipe(argv)
+    results = read_results(output_dir)
+    assert results["epochs"] == 3
+    assert len(results["history"]["loss"]) == 3
+    assert results["history"]["loss"][:2] == [r["loss"] for r in history]
+    assert not (output_dir / "backup" / "latest.weights.h5").exists()
+
+
+def write_jpeg_folder(root, corrupt):
+    rng = np.random.default_rng(0)
+    for label in ("a", "b"):
+        os.makedirs(root / label)
+        for i in range(10):
+            image = rng.integers(0, 256, (10, 10, 3), dtype=np.uint8)
+            data = tf.io.encode_jpeg(image).numpy()
+            (root / label / f"{i}.jpg").write_bytes(data)
+    for path in corrupt:
+        (root / path).write_bytes(b"\xff\xd8\xff broken")
+
+
+def test_folder_run_counts_corrupt_images(tmp_path):
+    folder = tmp_path / "images"
+    write_jpeg_folder(folder, corrupt=["a/3.jpg", "b/9.jpg"])
+    output_dir = tmp_path / "run"
+    argv = [
+        "--dataset", f"folder:{folder}",
+        "--epochs", "1",
+        "--batch-size", "4",
+        "--randaugment-ops", "0",
+        "--output-dir", str(output_dir),
+        "--no-export", "--no-plots", "--no-tensorboard",
+        *TINY,
+    ]  # fmt: skip
+    results = image_classification.main(argv)
+    assert results["counts"]["skipped_records"] == {
+        "train": 1,
+        "validation": 1,
+    }
+    assert results["counts"]["train_examples"] == 18
+
+
+def test_tfds_cifar10_run_with_the_paper_recipe(tmp_path):
+    # RandAugment takes ~30 s to trace under JAX; it runs on the others.
+    randaugment = "0" if BACKEND == "jax" else "2"
+    argv = [
+        "--dataset", "cifar10",
+        "--data-dir", str(tmp_path / "tfds"),
+        "--epochs", "1",
+        "--batch-size", "8",
+        "--randaugment-ops", randaugment,
+        "--random-erasing", "0.25",
+        "--drop-path-rate", "0.1",
+        "--output-dir", str(tmp_path / "run"),
+        "--no-export", "--no-plots", "--no-tensorboard",
+        *TINY,
+    ]  # fmt: skip
+    with tfds.testing.mock_data(num_examples=16):
+        results = image_classification.main(argv)
+    assert results["model_config"]["preset"] == "gmlp_s4_32"
+    assert results["model_config"]["num_layers"] == 1
+    assert results["arguments"]["mixup"] == 0.8
+    assert results["arguments"]["cutmix"] == 1.0
+    assert results["counts"]["steps_per_epoch"] == 2
+
+
+@pytest.mark.parametrize(
+    "argv, error, match",
+    [
+        (["--dataset", "mnist"], ValueError, "Unknown dataset 'mnist'"),
+        (
+            ["--image-size", "10", "--patch-size", "4"],
+            ValueError,
+            "height 10 is not divisible by patch size 4",
+        ),
+        (["--preset", "gmlp_base"], ValueError, "'gmlp_base' is a text"),
+        (["--batch-size", "4096"], images.DataError, "fewer than one batch"),
+    ],
+)
+def test_bad_inputs_name_the_value(tmp_path, argv, error, match):
+    base = [
+        "--dataset",
+        "digits",
+        "--output-dir",
+        str(tmp_path),
+        "--verbose",
+        "0",
+    ]
+    with pytest.raises(error, match=match):
+        image_classification.main(base + argv)
+
+
+def test_bad_flag_values_are_rejected(capsys):
+    with pytest.raises(SystemExit):
+        image_classification.main(["--epochs", "0"])
+    assert "expected an integer >= 1, got 0" in capsys.readouterr().err
+
+
+def test_missing_cifar_files_offline_fail_fast(tmp_path, monkeypatch):
+    monkeypatch.setattr(images, "_reachable", lambda host: False)
+    argv = ["--dataset", "cifar10", "--data-dir", str(tmp_path)]
+    with pytest.raises(images.DataError, match="downloads/manual"):
+        image_classification.main(argv + ["--output-dir", str(tmp_path)])
+
+
+@pytest.mark.skipif(BACKEND != "torch", reason="torch only")
+def test_torch_states_plainly_what_it_supports(tmp_path):
+    with pytest.raises(ValueError, match="PyTorch backend trains on one"):
+        image_classification.main(
+            tiny_digits(tmp_path, "--strategy", "mirrored")
+        )
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
+def test_two_device_strategy(tmp_path):
+    strategy = "mirrored" if BACKEND == "tensorflow" else "data_parallel"
+    output_dir = tmp_path / "run"
+    run_recipe(
+        tiny_digits(output_dir, "--strategy", strategy, "--split-cpu", "2"),
+        env={"XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+    )
+    results = read_results(output_dir)
+    assert results["distribution"]["strategy"] == strategy
+    assert results["distribution"]["num_replicas"] == 2
+    # Per-replica batch 64 by default: the global batch doubles, and so
+    # does the learning rate.
+    assert results["counts"]["global_batch_size"] == 128
+    assert results["peak_learning_rate"] == pytest.approx(2 * 3e-3)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TF_CONFIG is TF only")
+def test_two_workers_on_localhost(tmp_path):
+    output_dir = tmp_path / "run"
+    workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    argv = tiny_digits(output_dir, "--no-export", "--no-plots")
+    processes = []
+    for index in range(2):
+        config = {
+            "cluster": {"worker": workers},
+            "task": {"type": "worker", "index": index},
+        }
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, RECIPE, *argv],
+                env=dict(os.environ, TF_CONFIG=json.dumps(config)),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    for process in processes:
+        _, errors = process.communicate(timeout=600)
+        assert process.returncode == 0, errors[-5000:]
+    results = read_results(output_dir)
+    assert results["distribution"]["strategy"] == "multi_worker"
+    assert results["distribution"]["num_replicas"] == 2
+    chief = json.load(open(output_dir / "history.json"))
+    other = json.load(open(output_dir / "workers" / "1" / "history.json"))
+    assert [r["loss"] for r in chief] == pytest.approx(
+        [r["loss"] for r in other]
+    )

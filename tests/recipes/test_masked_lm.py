@@ -1,0 +1,248 @@
+import importlib.util
+import json
+import math
+import os
+import random
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.generation import generate
+
+RECIPE = os.path.join(
+    os.path.dirname(__file__), "..", "..", "recipes", "masked_lm.py"
+)
+WORDS = (
+    "the cat sat on a mat while dog ran in park big small red blue house "
+    "tree bird flew over river under bridge quickly slowly"
+).split()
+
+
+def load_recipe():
+    spec = importlib.util.spec_from_file_location("masked_lm_recipe", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(0)
+    for name in ("a", "b"):
+        with open(folder / f"{name}.txt", "wb") as file:
+            for _ in range(400):
+                line = " ".join(rng.choices(WORDS, k=rng.randint(4, 14)))
+                file.write(line.encode() + b"\n")
+            file.write(b"a line with caf\xe9 bytes that are not utf-8\n")
+    return str(folder / "*.txt")
+
+
+def tiny_flags(corpus, output_dir, *extra):
+    return [
+        "--text-files",
+        corpus,
+        "--validation-fraction",
+        "0.1",
+        "--vocabulary-size",
+        "100",
+        "--sequence-length",
+        "16",
+        "--num-layers",
+        "2",
+        "--hidden-dim",
+        "16",
+        "--ffn-dim",
+        "32",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "3",
+        "--validation-batches",
+        "2",
+        "--shuffle-buffer",
+        "16",
+        "--output-dir",
+        str(output_dir),
+        "--verbose",
+        "0",
+        "--no-tensorboard",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def pretrained(recipe, corpus, tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("mlm_run")
+    results = recipe.main(tiny_flags(corpus, output_dir))
+    return output_dir, results
+
+
+def test_pretraining_writes_results_and_models(pretrained):
+    output_dir, results = pretrained
+    with open(output_dir / "results.json") as file:
+        saved = json.load(file)
+    assert saved["backend"] == keras.config.backend()
+    metrics = saved["metrics"]
+    assert 1 < metrics["val_perplexity"] < 200
+    assert math.isclose(
+        metrics["val_perplexity"], math.exp(metrics["val_loss"]), rel_tol=1e-3
+    )
+    assert 0 <= metrics["val_masked_accuracy"] <= 1
+    assert metrics["val_unigram_perplexity"] > 1
+    assert saved["steps"] == 6 and saved["epochs"] == 2
+    assert saved["tokens_per_second"] > 0
+    assert saved["counts"]["invalid_utf8"] >= 1
+    assert saved["arguments"]["objective"] == "mlm"
+    assert len(saved["history"]["val_perplexity"]) == 2
+    with open(output_dir / "vocabulary.txt") as file:
+        assert file.readline() == "[PAD]\n"
+    model = keras.saving.load_model(output_dir / "masked_lm.keras")
+    logits = model.predict(np.ones((1, 10), "int32"), verbose=0)
+    assert logits.shape == (1, 10, saved["vocabulary_size"])
+    assert (output_dir / "best.keras").exists()
+    assert (output_dir / "last.keras").exists()
+
+
+def test_predict_prints_fillers(recipe, pretrained, capsys):
+    output_dir, _ = pretrained
+    predictions = recipe.main(
+        [
+            "--output-dir",
+            str(output_dir),
+            "--predict",
+            "the [MASK] sat on the [MASK]",
+            "--top-k",
+            "4",
+        ]
+    )
+    assert len(predictions) == 2
+    for fillers in predictions:
+        probabilities = [p for _, p in fillers]
+        assert len(fillers) == 4
+        assert probabilities == sorted(probabilities, reverse=True)
+        assert 0 < sum(probabilities) <= 1 + 1e-6
+    assert "[MASK] 2:" in capsys.readouterr().out
+
+
+def test_predict_rejects_bad_text(recipe, pretrained):
+    output_dir = str(pretrained[0])
+    with pytest.raises(ValueError, match="at least one \\[MASK\\]"):
+        recipe.predict_masked(output_dir, "no blank here")
+    with pytest.raises(ValueError, match="takes at most 16"):
+        recipe.predict_masked(output_dir, "the [MASK] " + "cat " * 20)
+
+
+class Crash(Exception):
+    pass
+
+
+class CrashAfterFirstEpoch(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        raise Crash()
+
+
+class CountEpochs(keras.callbacks.Callback):
+    epochs = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        CountEpochs.epochs.append(epoch)
+
+
+def test_interrupted_run_resumes(recipe, corpus, tmp_path, monkeypatch, capsys):
+    original_fit = recipe.fit
+    extra = [CrashAfterFirstEpoch()]
+
+    def fit_with_callbacks(*args, **kwargs):
+        return original_fit(*args, callbacks=list(extra), **kwargs)
+
+    monkeypatch.setattr(recipe, "fit", fit_with_callbacks)
+    flags = tiny_flags(corpus, tmp_path, "--epochs", "3")
+    with pytest.raises(Crash):
+        recipe.main(flags)
+    assert (tmp_path / "backup").exists()
+    vocabulary = (tmp_path / "vocabulary.txt").read_text()
+    capsys.readouterr()
+    extra[:] = [CountEpochs()]
+    results = recipe.main(flags)
+    assert "Reusing the run's vocabulary" in capsys.readouterr().out
+    assert (tmp_path / "vocabulary.txt").read_text() == vocabulary
+    assert CountEpochs.epochs == [1, 2]
+    assert len(results["history"]["val_perplexity"]) == 3
+    assert not (tmp_path / "backup").exists()
+
+
+def test_causal_objective_trains_a_generator(recipe, corpus, tmp_path):
+    results = recipe.main(
+        tiny_flags(corpus, tmp_path, "--objective", "causal", "--epochs", "1")
+    )
+    metrics = results["metrics"]
+    assert 0 <= metrics["val_next_token_accuracy"] <= 1
+    assert metrics["val_perplexity"] > 1
+    model = keras.saving.load_model(tmp_path / "causal_lm.keras")
+    tokens = generate(model, [2, 5, 6], max_new_tokens=4)
+    assert tokens.shape == (7,)
+
+
+def test_transformer_trains_through_the_same_pipeline(recipe, corpus, tmp_path):
+    results = recipe.main(
+        tiny_flags(corpus, tmp_path, "--architecture", "transformer")
+    )
+    assert results["model"]["architecture"] == "transformer"
+    assert results["model"]["transformer_layers"] >= 1
+    assert np.isfinite(results["metrics"]["val_perplexity"])
+    predictions = recipe.predict_masked(str(tmp_path), "the [MASK] sat")
+    assert len(predictions[0]) == 5
+
+
+@pytest.mark.parametrize("unit", ["split", "multiplicative", "additive"])
+def test_model_flags_reach_the_layers(recipe, unit):
+    args = recipe.build_parser().parse_args(
+        [
+            "--spatial-unit",
+            unit,
+            "--attention-dim",
+            "8",
+            "--spatial",
+            "dense",
+            "--num-layers",
+            "1",
+            "--hidden-dim",
+            "8",
+            "--ffn-dim",
+            "16",
+            "--sequence-length",
+            "12",
+        ]
+    )
+    _, model, description = recipe.build_models(args, 50)
+    block = model.get_layer("block_0")
+    assert block.gating == unit
+    assert block.attention_dim == 8
+    assert block.spatial == "dense"
+    assert block.sequence_length == 12
+    assert description["config"]["vocabulary_size"] == 50
+
+
+def test_bad_input_fails_clearly(recipe, tmp_path):
+    (tmp_path / "empty.txt").write_text("\n \n")
+    flags = ["--output-dir", str(tmp_path / "run")]
+    with pytest.raises(ValueError, match="no training text record"):
+        recipe.main(["--text-files", str(tmp_path / "empty.txt"), *flags])
+    with pytest.raises(ValueError, match="Expected a corpus"):
+        recipe.main(flags)
+    with pytest.raises(FileNotFoundError, match="missing"):
+        recipe.main(["--text-files", str(tmp_path / "missing*.txt"), *flags])
+    args = recipe.build_parser().parse_args(
+        ["--architecture", "transformer", "--objective", "causal"]
+    )
+    with pytest.raises(ValueError, match="--objective mlm"):
+        recipe.build_models(args, 50)
