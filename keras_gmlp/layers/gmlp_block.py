@@ -1,9 +1,8 @@
 import keras
 
 from keras_gmlp.layers.drop_path import DropPath
-from keras_gmlp.layers.spatial_gating_unit import GATING_MODES
-from keras_gmlp.layers.spatial_gating_unit import SPATIAL_MODES
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
+from keras_gmlp.layers.spatial_gating_unit import check_modes
 from keras_gmlp.layers.tiny_attention import TinyAttention
 
 
@@ -73,15 +72,7 @@ class GMLPBlock(keras.layers.Layer):
                 f"Received ffn_dim={ffn_dim}; expected an even number: the "
                 "spatial gating unit splits it into two halves."
             )
-        if spatial not in SPATIAL_MODES:
-            raise ValueError(
-                f"Received spatial={spatial!r}; expected one of "
-                f"{SPATIAL_MODES}."
-            )
-        if gating not in GATING_MODES:
-            raise ValueError(
-                f"Received gating={gating!r}; expected one of {GATING_MODES}."
-            )
+        check_modes(spatial, gating)
         self.ffn_dim = ffn_dim
         self.sequence_length = sequence_length
         self.attention_dim = attention_dim

@@ -5,6 +5,18 @@ SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
 
 
+def check_modes(spatial, gating):
+    """Raises a ValueError for an unknown `spatial` or `gating` mode."""
+    for name, value, choices in (
+        ("spatial", spatial, SPATIAL_MODES),
+        ("gating", gating, GATING_MODES),
+    ):
+        if value not in choices:
+            raise ValueError(
+                f"Received {name}={value!r}; expected one of {choices}."
+            )
+
+
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class SpatialGatingUnit(keras.layers.Layer):
     """Spatial gating unit (SGU) of gMLP.
@@ -66,15 +78,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if spatial not in SPATIAL_MODES:
-            raise ValueError(
-                f"Received spatial={spatial!r}; expected one of "
-                f"{SPATIAL_MODES}."
-            )
-        if gating not in GATING_MODES:
-            raise ValueError(
-                f"Received gating={gating!r}; expected one of {GATING_MODES}."
-            )
+        check_modes(spatial, gating)
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(
                 f"Received sequence_length={sequence_length}; expected a "
