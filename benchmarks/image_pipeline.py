@@ -30,6 +30,9 @@ import platform
 import tempfile
 import time
 
+# As in the recipe: PyTorch's spinning OpenMP threads fight tf.data's.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import keras
 import numpy as np
 
@@ -174,6 +177,7 @@ def main():
         "backend": keras.config.backend(),
         "keras_version": keras.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "setups": {},
     }
     with tempfile.TemporaryDirectory() as folder:

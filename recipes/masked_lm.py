@@ -375,7 +375,9 @@ def predict_masked(output_dir, sentence, top_k=5, cased=False):
     from keras_gmlp.data import text
 
     vocabulary = text.load_vocabulary(os.path.join(output_dir, VOCABULARY_FILE))
-    tokenizer = text.make_tokenizer(vocabulary, lowercase=not cased)
+    tokenizer = text.make_tokenizer(
+        vocabulary, lowercase=not cased, special_tokens_in_strings=True
+    )
     ids = text.special_ids(tokenizer)
     tokens = np.asarray(tokenizer.tokenize([sentence])[0]).tolist()
     token_ids = np.array([[ids[text.CLS], *tokens, ids[text.SEP]]], "int32")

@@ -45,6 +45,12 @@ from keras_gmlp.training.arguments import probability
 VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.json"
 VALIDATION_SPLITS = ("validation", "validation_matched", "test")
+PAIR_FEATURES = (
+    ("premise", "hypothesis"),
+    ("sentence1", "sentence2"),
+    ("question", "sentence"),
+    ("question1", "question2"),
+)
 
 
 def build_parser():
@@ -200,9 +206,9 @@ def read_tfds(name, split, data_dir, text_column, text_b_column, label_column):
         for key, feature in info.features.items()
         if getattr(feature, "dtype", None) == tf.string
     ]
-    text_column = text_column or strings[0]
-    if text_b_column is None and text_column == strings[0] and len(strings) > 1:
-        text_b_column = strings[1]
+    if text_column is None:
+        pairs = [p for p in PAIR_FEATURES if set(p) <= set(strings)]
+        text_column, text_b_column = pairs[0] if pairs else (strings[0], None)
     texts, texts_b, labels, skipped = [], [], [], 0
     for example in dataset.as_numpy_iterator():
         label = int(example[label_column])
@@ -230,14 +236,16 @@ def load_data(args):
 
         split = args.validation_split
         if split is None:
+            # The splits are known once the dataset is prepared (or its
+            # metadata is); before that, "validation" is tried.
             builder = tfds.builder(args.tfds_name, data_dir=args.data_dir)
-            available = [
-                s for s in VALIDATION_SPLITS if s in builder.info.splits
-            ]
+            known = list(builder.info.splits) or list(VALIDATION_SPLITS)
+            available = [s for s in VALIDATION_SPLITS if s in known]
             if not available:
                 raise ValueError(
                     f"{args.tfds_name!r} has none of the splits "
-                    f"{VALIDATION_SPLITS}; pass --validation-split."
+                    f"{VALIDATION_SPLITS} (it has {known}); pass "
+                    "--validation-split."
                 )
             split = available[0]
         columns = (args.text_column, args.text_b_column, args.label_column)

@@ -532,16 +532,16 @@ def load_vocabulary(path):
     return vocabulary
 
 
-def make_tokenizer(vocabulary, lowercase=True):
+def make_tokenizer(vocabulary, lowercase=True, special_tokens_in_strings=False):
     """Returns a keras-hub `WordPieceTokenizer` over a vocabulary.
-
-    Special tokens written in a string, such as `"[MASK]"`, become their
-    ids.
 
     Args:
         vocabulary: list of str or the path of a vocabulary file.
         lowercase: bool. Whether the text is lowercased first; as when the
             vocabulary was learnt.
+        special_tokens_in_strings: bool. Whether special tokens written in
+            a string, such as `"[MASK]"`, become their ids (for demos: it
+            makes the tokenizer slower to trace). Defaults to `False`.
     """
     import keras_hub
 
@@ -552,7 +552,7 @@ def make_tokenizer(vocabulary, lowercase=True):
         lowercase=lowercase,
         oov_token=UNK,
         special_tokens=list(SPECIAL_TOKENS),
-        special_tokens_in_strings=True,
+        special_tokens_in_strings=special_tokens_in_strings,
         dtype="int32",
     )
 

@@ -26,6 +26,9 @@ class PersistentHistory(keras.callbacks.Callback):
 
     Args:
         path: str. The JSON file.
+        best_checkpoint: `keras.callbacks.ModelCheckpoint` or `None`. A
+            `save_best_only` checkpoint whose best value is restored from
+            the earlier epochs when a run resumes.
 
     Example:
 
@@ -34,14 +37,26 @@ class PersistentHistory(keras.callbacks.Callback):
     >>> history.history["loss"]  # ten values, even after a restart
     """
 
-    def __init__(self, path):
+    def __init__(self, path, best_checkpoint=None):
         super().__init__()
         self.path = path
+        self.best_checkpoint = best_checkpoint
         self.epochs = []
 
     def on_train_begin(self, logs=None):
         initial_epoch = getattr(self.model, "_initial_epoch", None) or 0
         self.epochs = read_history_records(self.path)[:initial_epoch]
+        checkpoint = self.best_checkpoint
+        if checkpoint is not None:
+            # A resumed run's best checkpoint must beat the earlier epochs.
+            values = [
+                e[checkpoint.monitor]
+                for e in self.epochs
+                if checkpoint.monitor in e
+            ]
+            if values:
+                pick = max if checkpoint.mode == "max" else min
+                checkpoint.best = pick(values)
 
     def on_epoch_end(self, epoch, logs=None):
         record = {"epoch": epoch}
@@ -142,17 +157,18 @@ def training_callbacks(
             double_checkpoint=True,
         )
     ]
-    history = PersistentHistory(os.path.join(state_dir, HISTORY_FILE))
+    best = None
+    if is_chief:
+        best = keras.callbacks.ModelCheckpoint(
+            os.path.join(output_dir, BEST_CHECKPOINT),
+            monitor=monitor,
+            mode=mode,
+            save_best_only=True,
+        )
+    history = PersistentHistory(os.path.join(state_dir, HISTORY_FILE), best)
     callbacks.append(history)
     if is_chief:
-        callbacks.append(
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(output_dir, BEST_CHECKPOINT),
-                monitor=monitor,
-                mode=mode,
-                save_best_only=True,
-            )
-        )
+        callbacks.append(best)
         callbacks.append(
             keras.callbacks.ModelCheckpoint(
                 os.path.join(output_dir, LAST_CHECKPOINT)

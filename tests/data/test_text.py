@@ -203,7 +203,7 @@ def test_vocabulary_puts_pad_first_and_round_trips(vocabulary, tmp_path):
     path = str(tmp_path / "vocabulary.txt")
     text.save_vocabulary(vocabulary, path)
     assert text.load_vocabulary(path) == vocabulary
-    tokenizer = text.make_tokenizer(path)
+    tokenizer = text.make_tokenizer(path, special_tokens_in_strings=True)
     ids = np.asarray(tokenizer.tokenize("the [MASK] sat")).tolist()
     assert ids == [
         vocabulary.index("the"),

@@ -192,6 +192,31 @@ def test_causal_objective_trains_a_generator(recipe, corpus, tmp_path):
     assert tokens.shape == (7,)
 
 
+def test_transformer_takes_the_gmlp_batches(corpus, rng):
+    from keras_gmlp.data import text
+    from keras_gmlp.training.text_metrics import language_model_loss
+    from keras_gmlp.training.text_models import transformer_masked_lm_models
+
+    vocabulary = text.train_vocabulary(
+        text.read_text_records(text.expand_patterns(corpus)), 60
+    )
+    batches = text.masked_lm_dataset(
+        text.TextCorpus(files=corpus).dataset("train"),
+        text.make_tokenizer(vocabulary),
+        16,
+        4,
+    )
+    inputs, labels, weights = next(iter(batches))
+    model, _ = transformer_masked_lm_models(len(vocabulary), 16, 1, 16, 32)
+    model.compile(optimizer="adam", loss=language_model_loss())
+    logits = model.predict_on_batch(inputs)
+    assert logits.shape == tuple(labels.shape) + (len(vocabulary),)
+    loss = model.train_on_batch(inputs, labels, sample_weight=weights)
+    # Near log(vocabulary) at the start: every position is predicted.
+    assert 0.5 * np.log(len(vocabulary)) < float(loss) < 2 * np.log(60)
+
+
+@pytest.mark.large
 def test_transformer_trains_through_the_same_pipeline(recipe, corpus, tmp_path):
     results = recipe.main(
         tiny_flags(corpus, tmp_path, "--architecture", "transformer")

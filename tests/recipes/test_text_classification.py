@@ -225,6 +225,32 @@ def test_sentence_pairs_are_packed_with_sep(recipe, tmp_path):
         assert token_ids[row].tolist() == padded
 
 
+def test_tfds_sentence_pairs_with_mock_data(recipe):
+    from keras_gmlp.data import text
+
+    with tfds.testing.mock_data(num_examples=12):
+        rows, labels = recipe.read_tfds(
+            "glue/mnli", "validation_matched", None, None, None, "label"
+        )
+    assert len(rows) == 12 and rows.texts_b is not None
+    with tfds.testing.mock_data(num_examples=12):
+        dataset = tfds.load("glue/mnli", split="validation_matched")
+        premises = [e["premise"].decode() for e in dataset.as_numpy_iterator()]
+    assert rows.texts == premises
+    assert labels == {"entailment": 0, "neutral": 1, "contradiction": 2}
+    tokenizer = text.make_tokenizer(
+        list(text.SPECIAL_TOKENS) + list("abcdefghij")
+    )
+    token_ids, batch_labels = next(
+        iter(recipe.make_dataset(rows, tokenizer, 32, 12, False, None))
+    )
+    token_ids = token_ids.numpy()
+    assert (token_ids[:, 0] == 2).all()
+    assert ((token_ids == 3).sum(axis=1) == 2).all()  # two [SEP]
+    np.testing.assert_array_equal(batch_labels, rows.labels)
+
+
+@pytest.mark.large
 def test_tfds_glue_sst2_with_mock_data(recipe, tmp_path):
     with tfds.testing.mock_data(num_examples=24):
         results = recipe.main(

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.training import fit
+from keras_gmlp.training.callbacks import PersistentHistory
 from keras_gmlp.training.callbacks import read_history_records
 from keras_gmlp.training.results import write_results
 
@@ -102,3 +103,27 @@ def test_results_json(tmp_path):
     assert written["backend"] == keras.config.backend()
     assert written["device_count"] >= 1
     assert written["counts"] == {"skipped_train": 1}
+
+
+def test_resumed_best_checkpoint_must_beat_earlier_epochs(tmp_path):
+    path = tmp_path / "history.json"
+    records = [
+        {"epoch": 0, "val_accuracy": 0.5},
+        {"epoch": 1, "val_accuracy": 0.9},
+        {"epoch": 2, "val_accuracy": 0.7},
+    ]
+    path.write_text(json.dumps(records))
+    best = keras.callbacks.ModelCheckpoint(
+        str(tmp_path / "best.keras"),
+        monitor="val_accuracy",
+        mode="max",
+        save_best_only=True,
+    )
+    history = PersistentHistory(str(path), best)
+    model = make_model()
+    model._initial_epoch = 2  # As BackupAndRestore sets it.
+    history.set_model(model)
+    history.on_train_begin()
+    assert best.best == 0.9
+    # Epoch 2 is run again: its old record is dropped.
+    assert [e["epoch"] for e in history.epochs] == [0, 1]
