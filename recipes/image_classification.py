@@ -291,9 +291,11 @@ def main(argv=None, callbacks=None):
         False,
         drop_remainder=distribution.num_replicas > 1,
     )
+    # The training data repeats and an epoch is a number of steps: the
+    # schedule's length is exact even when corrupt images are skipped, and
+    # the shuffle buffer is filled once, not every epoch.
     steps_per_epoch = args.steps_per_epoch or data.num_train // batch_size
-    if args.steps_per_epoch:
-        train = train.repeat()
+    train = train.repeat()
     total_steps = steps_per_epoch * args.epochs
     schedule = warmup_cosine(
         learning_rate, total_steps, arguments.warmup_steps(args, total_steps)
@@ -335,7 +337,7 @@ def main(argv=None, callbacks=None):
         epochs=args.epochs,
         output_dir=args.output_dir,
         distribution=distribution,
-        steps_per_epoch=steps_per_epoch if args.steps_per_epoch else None,
+        steps_per_epoch=steps_per_epoch,
         tensorboard=not args.no_tensorboard,
         callbacks=[count_skips] + (callbacks or []),
         verbose=args.verbose,

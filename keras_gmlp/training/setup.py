@@ -1,6 +1,7 @@
 """The shared start and fit loop of the recipes."""
 
 import os
+import warnings
 
 import keras
 
@@ -84,14 +85,22 @@ def fit(
         train_data = distribution.prepare_dataset(train_data)
         if validation_data is not None:
             validation_data = distribution.prepare_dataset(validation_data)
-    model.fit(
-        train_data,
-        validation_data=validation_data,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        callbacks=standard + [EpochEndHook(clock.update)] + (callbacks or []),
-        verbose=verbose,
-        shuffle=False,  # The tf.data pipelines shuffle.
-    )
+    with warnings.catch_warnings():
+        # Keras warns once when a dataset of unknown length (one that skips
+        # corrupt records) ends; the end of a validation pass is expected.
+        warnings.filterwarnings(
+            "ignore", message="Your input ran out of data", category=UserWarning
+        )
+        model.fit(
+            train_data,
+            validation_data=validation_data,
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            callbacks=standard
+            + [EpochEndHook(clock.update)]
+            + (callbacks or []),
+            verbose=verbose,
+            shuffle=False,  # The tf.data pipelines shuffle.
+        )
     clock.update()
     return history.history, clock.elapsed()

@@ -206,7 +206,7 @@ def test_transformer_takes_the_gmlp_batches(corpus, rng):
         16,
         4,
     )
-    inputs, labels, weights = next(iter(batches))
+    inputs, labels, weights = next(batches.as_numpy_iterator())
     model, _ = transformer_masked_lm_models(len(vocabulary), 16, 1, 16, 32)
     model.compile(optimizer="adam", loss=language_model_loss())
     logits = model.predict_on_batch(inputs)
