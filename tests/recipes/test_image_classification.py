@@ -285,3 +285,14 @@ def test_two_workers_on_localhost(tmp_path):
     assert [r["loss"] for r in chief] == pytest.approx(
         [r["loss"] for r in other]
     )
+
+
+def test_mixed_precision_run_has_float32_outputs(tmp_path):
+    output_dir = tmp_path / "run"
+    argv = tiny_digits(output_dir, "--no-export", "--no-plots")
+    argv += ["--mixed-precision", "mixed_bfloat16", "--no-tensorboard"]
+    results = image_classification.main(argv)
+    assert results["arguments"]["mixed_precision"] == "mixed_bfloat16"
+    model = keras.saving.load_model(output_dir / "model.keras")
+    assert model.get_layer("block_0").compute_dtype == "bfloat16"
+    assert model.outputs[0].dtype == "float32"
