@@ -32,6 +32,6 @@ lint: setup
 test: lint
 	@for backend in $(BACKENDS); do \
 		echo "=== KERAS_BACKEND=$$backend"; \
-		KERAS_BACKEND=$$backend $(BIN)/python -m pytest -q -m "not large" \
+		KERAS_BACKEND=$$backend $(BIN)/python -m pytest -q -m "not large" --durations=10 \
 			-p no:cacheprovider || exit 1; \
 	done

@@ -495,7 +495,10 @@ def main(argv=None):
         "causal_lm.keras" if args.objective == "causal" else "masked_lm.keras"
     )
     if args.architecture == "gmlp" and distribution.is_chief:
-        model.save(os.path.join(args.output_dir, saved))
+        # A fresh, uncompiled model over the same layers: the file then
+        # loads with `import keras_gmlp` alone (no optimizer or schedule).
+        plain = keras.Model(model.inputs, model.outputs, name=model.name)
+        plain.save(os.path.join(args.output_dir, saved))
     accuracy = "val_masked_accuracy"
     if args.objective == "causal":
         accuracy = "val_next_token_accuracy"

@@ -23,6 +23,9 @@ Flags (`keras_gmlp.training.arguments`):
     `common_parser(description, **defaults)`, `global_batch_size(args, n)`,
     `scaled_learning_rate(args, batch)`, `warmup_steps(args, total)`,
     `jit_compile(args)`, argparse types `positive_int`, `probability`...
+Text training (`keras_gmlp.training.text_metrics`, `text_models`):
+    masked-token losses, accuracy and perplexity; the training models of
+    the masked-LM recipe (gMLP and the matched keras-hub BERT).
 Set-up (`keras_gmlp.training.setup`):
     `configure_run(args)` (seed and mixed precision),
     `build_and_compile(...)`, `fit(...)` the shared fit loop.

@@ -188,6 +188,8 @@ def test_causal_objective_trains_a_generator(recipe, corpus, tmp_path):
     assert 0 <= metrics["val_next_token_accuracy"] <= 1
     assert metrics["val_perplexity"] > 1
     model = keras.saving.load_model(tmp_path / "causal_lm.keras")
+    # Saved without optimizer: it loads with `import keras_gmlp` alone.
+    assert not model.compiled
     tokens = generate(model, [2, 5, 6], max_new_tokens=4)
     assert tokens.shape == (7,)
 
