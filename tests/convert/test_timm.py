@@ -75,6 +75,18 @@ class TorchGMLP(nn.Module):
         return self.head(x.mean(dim=1))
 
 
+def keras_gmlp_model(num_classes, num_layers):
+    """The Keras counterpart of `TorchGMLP(16, 48, ..., patch=4, image=16)`."""
+    return models.image_classifier(
+        num_classes=num_classes,
+        image_size=16,
+        patch_size=4,
+        num_layers=num_layers,
+        hidden_dim=16,
+        ffn_dim=48,
+    )
+
+
 def test_converted_weights_reproduce_the_torch_model():
     torch.manual_seed(0)
     reference = TorchGMLP(16, 48, 3, patch=4, image=16, classes=7).eval()
@@ -82,14 +94,7 @@ def test_converted_weights_reproduce_the_torch_model():
         for name, parameter in reference.named_parameters():
             if "gate.proj" in name:
                 parameter.normal_(0.0, 0.3)
-    model = models.image_classifier(
-        num_classes=7,
-        image_size=16,
-        patch_size=4,
-        num_layers=3,
-        hidden_dim=16,
-        ffn_dim=48,
-    )
+    model = keras_gmlp_model(num_classes=7, num_layers=3)
     load_timm_weights(model, reference.state_dict())
     images = np.random.default_rng(0).normal(size=(2, 16, 16, 3))
     images = images.astype("float32")
@@ -101,23 +106,9 @@ def test_converted_weights_reproduce_the_torch_model():
 
 def test_mismatched_state_dict_raises():
     reference = TorchGMLP(16, 48, 2, patch=4, image=16, classes=7)
-    model = models.image_classifier(
-        num_classes=7,
-        image_size=16,
-        patch_size=4,
-        num_layers=3,
-        hidden_dim=16,
-        ffn_dim=48,
-    )
+    model = keras_gmlp_model(num_classes=7, num_layers=3)
     with pytest.raises(ValueError, match="missing.*blocks.2"):
         load_timm_weights(model, reference.state_dict())
-    model = models.image_classifier(
-        num_classes=5,
-        image_size=16,
-        patch_size=4,
-        num_layers=2,
-        hidden_dim=16,
-        ffn_dim=48,
-    )
+    model = keras_gmlp_model(num_classes=5, num_layers=2)
     with pytest.raises(ValueError, match="'head.weight' has shape"):
         load_timm_weights(model, reference.state_dict())
