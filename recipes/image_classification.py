@@ -13,8 +13,17 @@ CIFAR-10 with the paper's recipe (tfds, or the python/binary batches in
     python recipes/image_classification.py --dataset imagenet2012 \
         --data-dir ~/data/imagenet --preset gmlp_s16_224 --strategy auto
 
+Several processes (hosts) train together through `TF_CONFIG` (TensorFlow)
+or `KERAS_DISTRIBUTION_JOB_ADDRESSES`, `KERAS_DISTRIBUTION_NUM_PROCESSES`
+and `KERAS_DISTRIBUTION_PROCESS_ID` (JAX): every process runs the same
+command; see `keras_gmlp/training/distribution.py`.
+
 Started again with the same command after an interruption (even
 `kill -9`), a run continues from its last completed epoch.
+
+results.json records, per block, how local the learned spatial weights are
+(`keras_gmlp.plots.spatial_locality`: below 1, each token's filter weighs
+nearby patches more; about 1, no preference).
 
 Writes to --output-dir: results.json, history.json, model.keras,
 best.keras, last.keras, saved_model/ (uint8 images -> probabilities),
@@ -34,13 +43,13 @@ import keras
 
 from keras_gmlp import models
 from keras_gmlp.training import arguments
-from keras_gmlp.training import distribution as distribution_lib
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
+from keras_gmlp.training.setup import run_distribution
 
 MODEL_FLAGS = (
     "image_size",
@@ -163,14 +172,6 @@ def build_parser():
     output = parser.add_argument_group("outputs")
     output.add_argument("--no-export", action="store_true")
     output.add_argument("--no-plots", action="store_true")
-    output.add_argument(
-        "--split-cpu",
-        type=arguments.positive_int,
-        default=None,
-        help="Split the host CPU into N devices (TensorFlow logical devices; "
-        "JAX needs XLA_FLAGS=--xla_force_host_platform_device_count=N): "
-        "for trying strategies without accelerators.",
-    )
     return parser
 
 
@@ -264,10 +265,7 @@ def main(argv=None, callbacks=None):
     args = resolve_arguments(build_parser().parse_args(argv))
     # Devices and the strategy come first: TensorFlow's multi-worker and
     # logical devices must be set before it runs anything.
-    devices = None
-    if args.split_cpu:
-        devices = distribution_lib.split_cpu_for_tests(args.split_cpu)
-    distribution = distribution_lib.get_distribution(args.strategy, devices)
+    distribution = run_distribution(args)
     configure_run(args)
     from keras_gmlp.data import images
 
@@ -352,6 +350,10 @@ def main(argv=None, callbacks=None):
     if not distribution.is_chief:
         return None
     outputs = save_outputs(args, model, data, image_size)
+    from keras_gmlp import plots
+
+    # Figure 3 as a number: below 1, W's rows weigh tokens near their own.
+    locality = plots.block_locality(model, plots.patch_grid(model))
     metrics = {
         "val_accuracy": history["val_accuracy"][-1],
         "val_top5_accuracy": history["val_top5_accuracy"][-1],
@@ -385,6 +387,7 @@ def main(argv=None, callbacks=None):
             "model_config": {"preset": args.preset, **config},
             "peak_learning_rate": learning_rate,
             "outputs": outputs,
+            "spatial_locality": locality,
         },
     )
     print(

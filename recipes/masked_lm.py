@@ -18,9 +18,10 @@ python recipes/masked_lm.py --output-dir runs/gmlp_tiny \\
 ```
 
 `--objective causal` trains a causal (next-token) gMLP instead;
-`--architecture transformer` trains keras-hub's BERT with about the same
-number of parameters through the same pipeline; `--spatial-unit` selects
-the spatial unit of the paper's ablation (Table 3).
+`--architecture transformer` trains keras-hub's BERT (GPT-2 for
+`--objective causal`) with about the same number of parameters through the
+same pipeline; `--spatial-unit` selects the spatial unit of the paper's
+ablation (Table 3).
 """
 
 import json
@@ -37,9 +38,9 @@ from keras_gmlp.training import adamw
 from keras_gmlp.training import common_parser
 from keras_gmlp.training import configure_run
 from keras_gmlp.training import fit
-from keras_gmlp.training import get_distribution
 from keras_gmlp.training import global_batch_size
 from keras_gmlp.training import jit_compile
+from keras_gmlp.training import run_distribution
 from keras_gmlp.training import scaled_learning_rate
 from keras_gmlp.training import warmup_linear
 from keras_gmlp.training import warmup_steps
@@ -53,6 +54,7 @@ from keras_gmlp.training.text_metrics import language_model_metrics
 from keras_gmlp.training.text_models import causal_lm_model
 from keras_gmlp.training.text_models import gmlp_masked_lm_models
 from keras_gmlp.training.text_models import matched_transformer_layers
+from keras_gmlp.training.text_models import transformer_causal_lm_model
 from keras_gmlp.training.text_models import transformer_masked_lm_models
 
 VOCABULARY_FILE = "vocabulary.txt"
@@ -250,7 +252,7 @@ def make_corpus(args):
 
 
 def make_datasets(args, corpus, tokenizer, batch_size):
-    """Training stream (repeated) and cached held-out batches."""
+    """Training stream (endless) and cached held-out batches."""
     from keras_gmlp.data import text
 
     if args.objective == "causal":
@@ -277,6 +279,9 @@ def make_datasets(args, corpus, tokenizer, batch_size):
                 max_predictions=args.max_predictions,
                 shuffle_buffer=args.shuffle_buffer if shuffle else 0,
                 seed=args.seed,
+                # Held-out masks drawn in order: the same seed scores
+                # every model of a comparison on the same targets.
+                deterministic=split == "validation",
             )
 
     validation = text.fixed_batches(
@@ -316,23 +321,24 @@ def build_models(args, vocabulary_size):
         **{k: v for k, v in config.items() if k != "preset"},
     )
     if args.architecture == "transformer":
-        if args.objective != "mlm":
-            raise ValueError(
-                "--architecture transformer trains a masked LM; expected "
-                "--objective mlm."
-            )
         layers, block_params, layer_params = matched_transformer_layers(
             resolved, args.transformer_heads
         )
         layers = args.transformer_layers or layers
-        training_model, model = transformer_masked_lm_models(
-            vocabulary_size,
-            args.sequence_length,
-            num_layers=layers,
-            hidden_dim=resolved["hidden_dim"],
-            ffn_dim=resolved["ffn_dim"],
-            num_heads=args.transformer_heads,
-        )
+        size = {
+            "num_layers": layers,
+            "hidden_dim": resolved["hidden_dim"],
+            "ffn_dim": resolved["ffn_dim"],
+            "num_heads": args.transformer_heads,
+        }
+        if args.objective == "causal":
+            training_model = model = transformer_causal_lm_model(
+                vocabulary_size, args.sequence_length, **size
+            )
+        else:
+            training_model, model = transformer_masked_lm_models(
+                vocabulary_size, args.sequence_length, **size
+            )
         description = {
             "architecture": "transformer",
             "transformer_layers": layers,
@@ -387,8 +393,17 @@ def predict_masked(output_dir, sentence, top_k=5, cased=False):
             f"Received {sentence!r}; expected a text with at least one "
             f"{text.MASK}."
         )
+    run_config = _run_config(output_dir)
+    if run_config.get("objective", "mlm") != "mlm":
+        raise ValueError(
+            f"The run in {output_dir!r} trained a "
+            f"{run_config['objective']!r} model; --predict fills the "
+            "[MASK]s of a masked-LM run."
+        )
+    if run_config.get("architecture") == "transformer":
+        import keras_hub  # noqa: F401 (registers keras-hub's classes)
     model = keras.saving.load_model(find_checkpoint(output_dir), compile=False)
-    length = _model_sequence_length(output_dir)
+    length = run_config.get("sequence_length")
     if length is not None and token_ids.shape[1] > length:
         raise ValueError(
             f"The text is {token_ids.shape[1]} tokens long with [CLS] and "
@@ -408,16 +423,23 @@ def predict_masked(output_dir, sentence, top_k=5, cased=False):
     return results
 
 
-def _model_sequence_length(output_dir):
+def _run_config(output_dir):
     path = os.path.join(output_dir, RUN_CONFIG_FILE)
     if not os.path.exists(path):
-        return None
+        return {}
     with open(path) as file:
-        return json.load(file)["sequence_length"]
+        return json.load(file)
 
 
-def main(argv=None):
-    """Runs the recipe; returns the results dict (or the predictions)."""
+def main(argv=None, callbacks=None):
+    """Runs the recipe; returns the results dict (or the predictions).
+
+    Args:
+        argv: list of str. The command-line flags; defaults to
+            `sys.argv[1:]`.
+        callbacks: list of `keras.callbacks.Callback` or `None`. Extra
+            callbacks for `model.fit`.
+    """
     args = build_parser().parse_args(argv)
     if args.predict is not None:
         predictions = predict_masked(
@@ -429,17 +451,24 @@ def main(argv=None):
         return predictions
     from keras_gmlp.data import text
 
+    # The strategy comes first: TensorFlow's multi-worker set-up and
+    # logical devices must precede anything TensorFlow runs.
+    distribution = run_distribution(args)
     configure_run(args)
     corpus = make_corpus(args)
     vocabulary = prepare_vocabulary(args, corpus)
     tokenizer = text.make_tokenizer(vocabulary, lowercase=not args.cased)
-    distribution = get_distribution(args.strategy)
     batch_size = global_batch_size(args, distribution.num_replicas)
     total_steps = args.epochs * args.steps_per_epoch
+    # The held-out batches are masked before any model draws random numbers.
+    train_data, validation_data = make_datasets(
+        args, corpus, tokenizer, batch_size
+    )
     with distribution.scope():
         training_model, model, description = build_models(args, len(vocabulary))
+        peak_learning_rate = scaled_learning_rate(args, batch_size)
         schedule = warmup_linear(
-            scaled_learning_rate(args, batch_size),
+            peak_learning_rate,
             total_steps,
             warmup_steps(args, total_steps),
         )
@@ -475,9 +504,6 @@ def main(argv=None):
         f"{description['parameters']:,} parameters, batch {batch_size}, "
         f"{total_steps} steps on {distribution}."
     )
-    train_data, validation_data = make_datasets(
-        args, corpus, tokenizer, batch_size
-    )
     history, wall_time = fit(
         training_model,
         train_data,
@@ -490,6 +516,8 @@ def main(argv=None):
         mode="min",
         tensorboard=not args.no_tensorboard,
         verbose=args.verbose,
+        callbacks=callbacks,
+        endless_stream=True,
     )
     saved = (
         "causal_lm.keras" if args.objective == "causal" else "masked_lm.keras"
@@ -522,6 +550,8 @@ def main(argv=None):
         counts=corpus.stats.as_dict(),
         extra={
             "steps": total_steps,
+            "global_batch_size": batch_size,
+            "peak_learning_rate": peak_learning_rate,
             "training_tokens": tokens,
             "tokens_per_second": tokens / wall_time,
             "vocabulary_size": len(vocabulary),

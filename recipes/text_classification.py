@@ -32,9 +32,9 @@ from keras_gmlp.training import adamw
 from keras_gmlp.training import common_parser
 from keras_gmlp.training import configure_run
 from keras_gmlp.training import fit
-from keras_gmlp.training import get_distribution
 from keras_gmlp.training import global_batch_size
 from keras_gmlp.training import jit_compile
+from keras_gmlp.training import run_distribution
 from keras_gmlp.training import scaled_learning_rate
 from keras_gmlp.training import warmup_linear
 from keras_gmlp.training import warmup_steps
@@ -384,6 +384,9 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     from keras_gmlp.data import text
 
+    # The strategy comes first: TensorFlow's multi-worker set-up and
+    # logical devices must precede anything TensorFlow runs.
+    distribution = run_distribution(args)
     configure_run(args)
     if args.pretrained:
         config_path = os.path.join(args.pretrained, "run_config.json")
@@ -400,7 +403,6 @@ def main(argv=None):
     tokenizer = text.make_tokenizer(vocabulary, lowercase=not args.cased)
     with open(os.path.join(args.output_dir, LABELS_FILE), "w") as file:
         json.dump(label_names, file)
-    distribution = get_distribution(args.strategy)
     batch_size = global_batch_size(args, distribution.num_replicas)
     steps_per_epoch = args.steps_per_epoch or -(-len(train) // batch_size)
     total_steps = args.epochs * steps_per_epoch

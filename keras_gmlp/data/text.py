@@ -637,6 +637,7 @@ def masked_lm_dataset(
     max_predictions=None,
     shuffle_buffer=0,
     seed=None,
+    deterministic=False,
 ):
     """Makes masked-LM batches from a dataset of records.
 
@@ -652,6 +653,12 @@ def masked_lm_dataset(
         shuffle_buffer: int. Packed sequences shuffled together; 0 for
             none.
         seed: int. Seed of the shuffling.
+        deterministic: bool. Whether to mask the batches one after the
+            other, so that a global seed (`keras.utils.set_random_seed`)
+            gives the same masks on every run, whatever the model: what a
+            held-out set that scores several models needs. Defaults to
+            `False` (batches masked in parallel, in a varying order of
+            random draws).
 
     Returns:
         A dataset of `(inputs, labels, sample_weights)`, with `inputs` a
@@ -693,7 +700,13 @@ def masked_lm_dataset(
     if shuffle_buffer:
         sequences = sequences.shuffle(shuffle_buffer, seed=seed)
     dataset = sequences.batch(batch_size)
-    dataset = dataset.map(mask, num_parallel_calls=tf.data.AUTOTUNE)
+    parallel_calls = None if deterministic else tf.data.AUTOTUNE
+    dataset = dataset.map(mask, num_parallel_calls=parallel_calls)
+    if deterministic:
+        options = tf.data.Options()
+        options.deterministic = True
+        options.experimental_optimization.map_parallelization = False
+        dataset = dataset.with_options(options)
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 

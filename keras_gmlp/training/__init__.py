@@ -2,9 +2,11 @@
 
 Distribution (`keras_gmlp.training.distribution`):
     `get_distribution(name, devices=None)` -> `Distribution` with `.scope()`,
-    `.num_replicas`, `.prepare_dataset(ds)`, `.is_chief`, `.describe()`;
-    `STRATEGIES`; `split_cpu_for_tests(n)`;
-    `install_multi_worker_workarounds()` (Keras 3.15 multi-worker fixes).
+    `.num_replicas`, `.num_processes`, `.prepare_dataset(ds)`, `.is_chief`,
+    `.describe()`; `STRATEGIES`; `split_cpu_for_tests(n)`;
+    `install_multi_worker_workarounds()` (Keras 3.15 multi-worker fixes),
+    `install_jax_multi_process_workarounds()` (chief-only saving under
+    multi-process JAX).
 Schedules (`keras_gmlp.training.schedules`):
     `warmup_cosine(peak, total_steps, warmup_steps)`,
     `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupLinearDecay`.
@@ -27,6 +29,7 @@ Text training (`keras_gmlp.training.text_metrics`, `text_models`):
     masked-token losses, accuracy and perplexity; the training models of
     the masked-LM recipe (gMLP and the matched keras-hub BERT).
 Set-up (`keras_gmlp.training.setup`):
+    `run_distribution(args)` (`--strategy`, `--split-cpu`),
     `configure_run(args)` (seed and mixed precision),
     `build_and_compile(...)`, `fit(...)` the shared fit loop.
 """
@@ -50,6 +53,7 @@ from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.training.schedules import warmup_linear
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
+from keras_gmlp.training.setup import run_distribution
 
 __all__ = [
     "Distribution",
@@ -64,6 +68,7 @@ __all__ = [
     "get_distribution",
     "global_batch_size",
     "jit_compile",
+    "run_distribution",
     "scaled_learning_rate",
     "split_cpu_for_tests",
     "training_callbacks",

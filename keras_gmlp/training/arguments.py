@@ -12,7 +12,8 @@ def common_parser(description, **defaults):
     `--learning-rate`, `--learning-rate-batch-size`, `--weight-decay`,
     `--clipnorm`, `--warmup` (a fraction of the run when < 1, else steps),
     `--seed`, `--mixed-precision`, `--jit-compile`, `--strategy`,
-    `--output-dir`, `--steps-per-epoch`, `--no-tensorboard`, `--verbose`.
+    `--split-cpu`, `--output-dir`, `--steps-per-epoch`, `--no-tensorboard`,
+    `--verbose`.
 
     Args:
         description: str. The recipe's one-line description.
@@ -86,6 +87,14 @@ def common_parser(description, **defaults):
         help="XLA compilation of the train step (Keras' jit_compile).",
     )
     group.add_argument("--strategy", choices=STRATEGIES, default="auto")
+    group.add_argument(
+        "--split-cpu",
+        type=positive_int,
+        default=None,
+        help="Split the host CPU into N devices (TensorFlow logical devices; "
+        "JAX needs XLA_FLAGS=--xla_force_host_platform_device_count=N): "
+        "for trying strategies without accelerators.",
+    )
     group.add_argument("--output-dir", default="runs/latest")
     group.add_argument("--no-tensorboard", action="store_true")
     group.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1)

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import time
 import warnings
 
 import keras
@@ -22,7 +23,9 @@ class PersistentHistory(keras.callbacks.Callback):
     epochs after it. This callback keeps one record per epoch in `path`:
     when a run starts at epoch `e` it keeps the first `e` records and
     overwrites the rest, so the finished run's history covers every epoch
-    exactly once, however often it was interrupted.
+    exactly once, however often it was interrupted. Each record also has
+    `train_seconds`: the wall time of the epoch's training steps, without
+    its evaluation.
 
     Args:
         path: str. The JSON file.
@@ -42,6 +45,8 @@ class PersistentHistory(keras.callbacks.Callback):
         self.path = path
         self.best_checkpoint = best_checkpoint
         self.epochs = []
+        self._epoch_started = None
+        self._train_seconds = None
 
     def on_train_begin(self, logs=None):
         initial_epoch = getattr(self.model, "_initial_epoch", None) or 0
@@ -58,9 +63,23 @@ class PersistentHistory(keras.callbacks.Callback):
                 pick = max if checkpoint.mode == "max" else min
                 checkpoint.best = pick(values)
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_started = time.perf_counter()
+        self._train_seconds = None
+
+    def on_test_begin(self, logs=None):
+        # Evaluation at the end of an epoch: its training steps are done.
+        if self._epoch_started is not None and self._train_seconds is None:
+            self._train_seconds = time.perf_counter() - self._epoch_started
+
     def on_epoch_end(self, epoch, logs=None):
         record = {"epoch": epoch}
         record.update({k: float(v) for k, v in (logs or {}).items()})
+        if self._epoch_started is not None:
+            seconds = self._train_seconds
+            if seconds is None:
+                seconds = time.perf_counter() - self._epoch_started
+            record["train_seconds"] = seconds
         self.epochs = [e for e in self.epochs if e["epoch"] < epoch]
         self.epochs.append(record)
         _write_json_atomically(self.path, self.epochs)
@@ -69,6 +88,26 @@ class PersistentHistory(keras.callbacks.Callback):
     def history(self):
         """The history as `{metric: [value per epoch]}`, like Keras'."""
         return records_to_history(self.epochs)
+
+
+def completed_epochs(output_dir, worker_index=0):
+    """Epochs a run in `output_dir` has completed and backed up.
+
+    A run started again resumes after these epochs (the epoch Keras'
+    `BackupAndRestore` restores): 0 for a new run.
+
+    Args:
+        output_dir: str. The run's folder.
+        worker_index: int. The worker whose backup is read.
+    """
+    state_dir = output_dir
+    if worker_index:
+        state_dir = os.path.join(output_dir, "workers", str(worker_index))
+    path = os.path.join(state_dir, BACKUP_DIR, "training_metadata.json")
+    if not os.path.exists(path):
+        return 0
+    with open(path) as file:
+        return int(json.load(file)["epoch"])
 
 
 def read_history_records(path):

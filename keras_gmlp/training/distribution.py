@@ -12,11 +12,32 @@
 | `tpu`          | `tf.distribute.TPUStrategy`            | -                  |
 | `data_parallel`| -                                      | `DataParallel`     |
 
-JAX runs multi-process when `KERAS_DISTRIBUTION_JOB_ADDRESSES`,
-`KERAS_DISTRIBUTION_NUM_PROCESSES` and `KERAS_DISTRIBUTION_PROCESS_ID` are
-set (`keras.distribution.initialize`). The PyTorch backend trains on one
-device: Keras 3 `model.fit` has no torch data-parallel path, so `auto` and
-`none` run on one device and every other strategy is an error.
+JAX runs multi-process when `KERAS_DISTRIBUTION_JOB_ADDRESSES` (the
+coordinator's `host:port`, or every process's, comma-separated, the first
+being the coordinator), `KERAS_DISTRIBUTION_NUM_PROCESSES` and
+`KERAS_DISTRIBUTION_PROCESS_ID` are set: `keras.distribution.initialize`
+joins the processes (on CPU, JAX's cross-process collectives use gloo by
+default; nothing to set) and `auto` or `data_parallel` build one
+`DataParallel` mesh over the devices of every process; `none` is then an
+error. Every process runs the same command and builds the same pipeline of
+global batches (same seed); Keras' `model.fit` feeds each process its
+contiguous part of every global batch, so the global batch and the learning
+rate scale with the devices of all processes, and the training equals a
+single process's on as many devices. Process 0 is the chief: it writes the
+checkpoints, `model.keras` and `results.json`; the others keep their backup
+and history in `output_dir/workers/<index>/`. Two processes on one machine:
+
+    KERAS_BACKEND=jax KERAS_DISTRIBUTION_JOB_ADDRESSES=127.0.0.1:1234 \
+    KERAS_DISTRIBUTION_NUM_PROCESSES=2 KERAS_DISTRIBUTION_PROCESS_ID=0 \
+        python recipes/image_classification.py --output-dir runs/mp &
+    # the same with KERAS_DISTRIBUTION_PROCESS_ID=1
+
+`install_jax_multi_process_workarounds` patches the Keras 3.15 bug that
+otherwise stops such a run at its first checkpoint.
+
+The PyTorch backend trains on one device: Keras 3 `model.fit` has no torch
+data-parallel path, so `auto` and `none` run on one device and every other
+strategy is an error.
 """
 
 import contextlib
@@ -52,6 +73,8 @@ class Distribution:
             Keras distribution, for the JAX backend.
         is_chief: bool. Whether this process writes the run's outputs.
         worker_index: int. Index of this process among the workers.
+        num_processes: int. Number of processes (workers) training
+            together.
 
     Example:
 
@@ -68,6 +91,7 @@ class Distribution:
         distribution=None,
         is_chief=True,
         worker_index=0,
+        num_processes=1,
     ):
         self.name = name
         self.num_replicas = num_replicas
@@ -75,6 +99,7 @@ class Distribution:
         self.distribution = distribution
         self.is_chief = is_chief
         self.worker_index = worker_index
+        self.num_processes = num_processes
 
     def scope(self):
         """A context manager to build and compile the model in."""
@@ -87,8 +112,11 @@ class Distribution:
     def prepare_dataset(self, dataset):
         """Sets the dataset options the strategy needs.
 
-        Multi-worker training shards the batches by data (every worker
-        reads the same files and keeps its share of the elements).
+        TensorFlow multi-worker training shards the batches by data (every
+        worker reads the same files and keeps its share of the elements).
+        JAX `data_parallel` returns the dataset unchanged, also across
+        processes: Keras' `model.fit` gives each process its part of every
+        global batch, so every process passes the same global batches.
 
         Args:
             dataset: `tf.data.Dataset`. A batched dataset of global batches.
@@ -111,14 +139,18 @@ class Distribution:
         return {
             "strategy": self.name,
             "num_replicas": self.num_replicas,
+            "num_processes": self.num_processes,
             "backend": keras.config.backend(),
             "worker_index": self.worker_index,
         }
 
     def __repr__(self):
+        processes = ""
+        if self.num_processes > 1:
+            processes = f", num_processes={self.num_processes}"
         return (
             f"Distribution(name={self.name!r}, "
-            f"num_replicas={self.num_replicas})"
+            f"num_replicas={self.num_replicas}{processes})"
         )
 
 
@@ -211,6 +243,7 @@ def _tensorflow_distribution(name, devices):
             strategy=strategy,
             is_chief=worker_index == 0,
             worker_index=worker_index,
+            num_processes=num_workers,
         )
     # name == "tpu"
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
@@ -232,16 +265,32 @@ def _local_tf_devices():
 
 
 def _jax_distribution(name, devices):
-    if os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES"):
-        keras.distribution.initialize()
+    num_processes = _initialize_jax_processes()
     devices = devices or keras.distribution.list_devices()
     if name == "auto":
         name = "data_parallel" if len(devices) > 1 else "none"
     if name == "none":
+        if num_processes > 1:
+            raise ValueError(
+                f"Strategy 'none' trains on one device, but "
+                f"KERAS_DISTRIBUTION_NUM_PROCESSES={num_processes} asks for "
+                "several processes; use 'data_parallel' (or 'auto'), or "
+                "unset the KERAS_DISTRIBUTION_* variables."
+            )
         return Distribution("none")
     import jax
 
-    distribution = keras.distribution.DataParallel(devices=devices)
+    # In a multi-process run, Keras' `model.fit` hands a tf.data.Dataset to
+    # `DataParallel.distribute_dataset` (auto_shard_dataset=True): each
+    # global batch is re-batched into one part per process and every
+    # process keeps its own part (`rebatch(global // processes)` then
+    # `shard(processes, process_index)`); `jax.make_array_from_process_
+    # local_data` joins the parts into the global batch on the mesh. So
+    # every process builds the same pipeline of global batches (same seed)
+    # and must not shard it itself.
+    distribution = keras.distribution.DataParallel(
+        devices=devices, auto_shard_dataset=True
+    )
     keras.distribution.set_distribution(distribution)
     return Distribution(
         "data_parallel",
@@ -249,7 +298,26 @@ def _jax_distribution(name, devices):
         distribution=distribution,
         is_chief=jax.process_index() == 0,
         worker_index=jax.process_index(),
+        num_processes=num_processes,
     )
+
+
+def _initialize_jax_processes():
+    """Joins the JAX processes named by `KERAS_DISTRIBUTION_*`, once.
+
+    Returns:
+        The number of processes (1 without the variables).
+    """
+    if not os.environ.get("KERAS_DISTRIBUTION_NUM_PROCESSES"):
+        return 1
+    import jax
+
+    if not jax.distributed.is_initialized():
+        # JAX's CPU client uses gloo for cross-process collectives by
+        # default (jax_cpu_collectives_implementation), nothing to set.
+        keras.distribution.initialize()
+    install_jax_multi_process_workarounds()
+    return jax.process_count()
 
 
 def split_cpu_for_tests(num_devices=2):
@@ -278,15 +346,27 @@ def split_cpu_for_tests(num_devices=2):
             )
         return [f"/cpu:{i}" for i in range(num_devices)]
     if backend == "jax":
-        devices = keras.distribution.list_devices("cpu")
-        if len(devices) < num_devices:
+        import jax
+
+        # Joining other processes must come before JAX lists its devices.
+        _initialize_jax_processes()
+        local = len(jax.local_devices(backend="cpu"))
+        if local < num_devices:
             raise RuntimeError(
-                f"JAX sees {len(devices)} CPU device(s), expected "
+                f"JAX sees {local} CPU device(s), expected "
                 f"{num_devices}: set XLA_FLAGS="
                 f"--xla_force_host_platform_device_count={num_devices} "
                 "before JAX is imported."
             )
-        return devices[:num_devices]
+        # The first `num_devices` of every process's devices.
+        taken = {}
+        devices = []
+        for device in jax.devices("cpu"):
+            index = device.process_index
+            if taken.get(index, 0) < num_devices:
+                taken[index] = taken.get(index, 0) + 1
+                devices.append(f"{device.platform}:{device.id}")
+        return devices
     raise ValueError(
         f"The {backend} backend trains on one device; nothing to split."
     )
@@ -357,3 +437,46 @@ def _is_multi_worker(strategy):
         isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         and strategy.extended._in_multi_worker_mode()
     )
+
+
+_JAX_WORKAROUNDS_INSTALLED = False
+
+
+def install_jax_multi_process_workarounds():
+    """Patches a Keras 3.15 bug of chief-only saving under multi-process JAX.
+
+    To list the attributes it skips, Keras' saving builds reference objects
+    once per type (`saving_lib.get_attr_skipset`), among them an
+    `Optimizer(1.0)` with two variables. Under a multi-process
+    `DataParallel` those variables are laid out on every process's devices,
+    and JAX's `device_put` onto devices of other processes is a collective
+    (it checks that every process passes the same value). Only the chief
+    saves `best.keras`, `last.keras` and `model.keras`, so the chief waits
+    in a collective that the other processes never join, or meets one of
+    theirs (AssertionError "passed to device_put is not the same on each
+    process"). The patch builds the reference objects with no distribution
+    set: local variables, no collective. Saving itself only reads the
+    replicated weights, which every process holds whole.
+
+    Installing twice is a no-op.
+    """
+    global _JAX_WORKAROUNDS_INSTALLED
+    if _JAX_WORKAROUNDS_INSTALLED:
+        return
+    from keras.src.distribution import distribution_lib
+    from keras.src.saving import saving_lib
+
+    original_skipset = saving_lib.get_attr_skipset
+
+    def get_attr_skipset(obj_type):
+        current = distribution_lib.distribution()
+        if current is None:
+            return original_skipset(obj_type)
+        distribution_lib.set_distribution(None)
+        try:
+            return original_skipset(obj_type)
+        finally:
+            distribution_lib.set_distribution(current)
+
+    saving_lib.get_attr_skipset = get_attr_skipset
+    _JAX_WORKAROUNDS_INSTALLED = True

@@ -6,8 +6,29 @@ import warnings
 import keras
 
 from keras_gmlp.training.callbacks import EpochEndHook
+from keras_gmlp.training.callbacks import completed_epochs
 from keras_gmlp.training.callbacks import training_callbacks
+from keras_gmlp.training.distribution import get_distribution
+from keras_gmlp.training.distribution import split_cpu_for_tests
 from keras_gmlp.training.results import WallClock
+
+
+def run_distribution(args):
+    """The distribution `--strategy` and `--split-cpu` ask for.
+
+    Call it first: TensorFlow's multi-worker set-up and logical devices
+    must come before TensorFlow runs anything.
+
+    Args:
+        args: `argparse.Namespace` with `strategy` and `split_cpu`.
+
+    Returns:
+        A `keras_gmlp.training.Distribution`.
+    """
+    devices = None
+    if args.split_cpu:
+        devices = split_cpu_for_tests(args.split_cpu)
+    return get_distribution(args.strategy, devices)
 
 
 def configure_run(args):
@@ -35,6 +56,7 @@ def fit(
     tensorboard=True,
     callbacks=None,
     verbose=1,
+    endless_stream=False,
 ):
     """Trains `model` with the recipes' callbacks; resumes a killed run.
 
@@ -56,6 +78,12 @@ def fit(
         callbacks: list or `None`. Extra callbacks, run after the standard
             ones.
         verbose: int. Keras' `verbose` (1 = progress bar).
+        endless_stream: bool. Whether `train_data` is one endless
+            (repeated) stream cut into epochs of `steps_per_epoch` batches.
+            A resumed run then skips the batches its completed epochs
+            trained on, so it continues the stream instead of seeing its
+            start again (the skipped batches are read, not trained on).
+            Defaults to `False`: every epoch is a fresh pass.
 
     Returns:
         A tuple `(history, wall_time)`: `{metric: [value per epoch]}` over
@@ -81,6 +109,17 @@ def fit(
             output_dir, "workers", str(distribution.worker_index)
         )
     clock = WallClock(clock_dir, resume=resuming)
+    if endless_stream and resuming:
+        if not steps_per_epoch:
+            raise ValueError(
+                "endless_stream=True needs steps_per_epoch; received "
+                f"steps_per_epoch={steps_per_epoch!r}."
+            )
+        worker = distribution.worker_index if distribution else 0
+        skipped = completed_epochs(output_dir, worker) * steps_per_epoch
+        if skipped:
+            print(f"Resuming: skipping the {skipped} batches trained on.")
+            train_data = train_data.skip(skipped)
     if distribution is not None:
         train_data = distribution.prepare_dataset(train_data)
         if validation_data is not None:

@@ -1,4 +1,4 @@
-"""The language models the text recipes train: gMLP/aMLP and a Transformer.
+"""The language models the text recipes train: gMLP/aMLP and Transformers.
 
 Masked-LM training predicts only the masked positions: the training model
 takes `{"token_ids", "mask_positions"}`, gathers the final hidden states
@@ -7,9 +7,11 @@ spares the largest matrix product of the model at the other 85 % of the
 positions. Each builder also returns the plain model (token ids to logits
 at every position) that shares the same layers: the one saved for use.
 
-The Transformer baseline is keras-hub's `BertMaskedLM` (a `BertBackbone` and
-BERT's head over the transposed token embedding), fed by the very same
-pipeline.
+The Transformer baselines are keras-hub's `BertMaskedLM` (a `BertBackbone`
+and BERT's head over the transposed token embedding) for masked-LM training
+and `GPT2CausalLM` (a pre-norm causal decoder over the same kind of
+embedding) for next-token training, fed by the very same pipelines.
+Checkpoints holding them load once `keras_hub` is imported.
 """
 
 import keras
@@ -53,7 +55,11 @@ class GatherPositions(keras.layers.Layer):
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class BertInputs(keras.layers.Layer):
-    """Makes BERT's padding mask and (single) segment ids from token ids.
+    """Makes a padding mask and (single) segment ids from token ids.
+
+    Args:
+        mask_dtype: str. Dtype of the padding mask. Defaults to `"bool"`
+            (BERT's); keras-hub's GPT-2 takes `"int32"`.
 
     Call arguments:
         token_ids: int tensor `(batch, tokens)`; id 0 is padding.
@@ -62,14 +68,22 @@ class BertInputs(keras.layers.Layer):
         `(padding_mask, segment_ids)`.
     """
 
+    def __init__(self, mask_dtype="bool", **kwargs):
+        super().__init__(**kwargs)
+        self.mask_dtype = mask_dtype
+
     def call(self, token_ids):
-        return ops.not_equal(token_ids, 0), ops.zeros_like(token_ids)
+        mask = ops.cast(ops.not_equal(token_ids, 0), self.mask_dtype)
+        return mask, ops.zeros_like(token_ids)
 
     def compute_output_spec(self, token_ids):
         return (
-            keras.KerasTensor(token_ids.shape, dtype="bool"),
+            keras.KerasTensor(token_ids.shape, dtype=self.mask_dtype),
             keras.KerasTensor(token_ids.shape, dtype=token_ids.dtype),
         )
+
+    def get_config(self):
+        return {**super().get_config(), "mask_dtype": self.mask_dtype}
 
 
 def gmlp_masked_lm_models(config):
@@ -135,12 +149,7 @@ def transformer_masked_lm_models(
     """
     import keras_hub
 
-    num_heads = num_heads or max(1, hidden_dim // 64)
-    if hidden_dim % num_heads:
-        raise ValueError(
-            f"hidden_dim {hidden_dim} is not divisible by num_heads "
-            f"{num_heads}."
-        )
+    num_heads = _heads(hidden_dim, num_heads)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=num_layers,
@@ -174,6 +183,66 @@ def transformer_masked_lm_models(
         name="transformer_masked_lm_training",
     )
     return training_model, masked_lm
+
+
+def transformer_causal_lm_model(
+    vocabulary_size,
+    sequence_length,
+    num_layers,
+    hidden_dim,
+    ffn_dim,
+    num_heads=None,
+    dropout=0.0,
+):
+    """Builds a keras-hub GPT-2 causal LM that takes the gMLP batches.
+
+    keras-hub's `GPT2CausalLM` (pre-norm causal Transformer decoder with
+    learned absolute positions, logits over the transposed token
+    embedding) of the given size, wrapped to take token ids alone, as the
+    gMLP `causal_lm` does: the padding mask (id 0) is made inside.
+
+    Args:
+        vocabulary_size: int.
+        sequence_length: int. Largest number of tokens.
+        num_layers: int. Transformer layers.
+        hidden_dim: int. Width of the tokens.
+        ffn_dim: int. Width of the feed-forward layers.
+        num_heads: int. Attention heads; defaults to one per 64 channels.
+        dropout: float. Dropout of the decoder. Defaults to `0.0`.
+
+    Returns:
+        A `keras.Model` from token ids `(batch, tokens)` to next-token
+        logits `(batch, tokens, vocabulary_size)`.
+    """
+    import keras_hub
+
+    num_heads = _heads(hidden_dim, num_heads)
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        intermediate_dim=ffn_dim,
+        dropout=dropout,
+        max_sequence_length=sequence_length,
+    )
+    causal_lm = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
+    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+    padding_mask, _ = BertInputs(mask_dtype="int32", name="gpt2_inputs")(
+        token_ids
+    )
+    logits = causal_lm({"token_ids": token_ids, "padding_mask": padding_mask})
+    return keras.Model(token_ids, logits, name="transformer_causal_lm")
+
+
+def _heads(hidden_dim, num_heads):
+    num_heads = num_heads or max(1, hidden_dim // 64)
+    if hidden_dim % num_heads:
+        raise ValueError(
+            f"hidden_dim {hidden_dim} is not divisible by num_heads "
+            f"{num_heads}."
+        )
+    return num_heads
 
 
 def _with_gathered_head(token_ids, hidden, embedding, name):

@@ -377,3 +377,33 @@ def test_split_hash_is_stable():
     assert text.record_bucket("hello world") == 216775
     buckets = [text.record_bucket(f"line {i}") for i in range(1000)]
     assert len(set(buckets)) > 990
+
+
+def test_deterministic_masks_repeat_with_the_seed(corpus_dir, tokenizer):
+    corpus = text.TextCorpus(
+        files=str(corpus_dir / "*.txt"), validation_fraction=0.2
+    )
+
+    def masked_batches():
+        tf.random.set_seed(7)
+        batches = text.masked_lm_dataset(
+            corpus.dataset("validation"),
+            tokenizer,
+            16,
+            4,
+            deterministic=True,
+        )
+        return [
+            (x["token_ids"], x["mask_positions"], y, w)
+            for x, y, w in batches.take(6).as_numpy_iterator()
+        ]
+
+    first = masked_batches()
+    # Random draws in between (as a model's initialisation) do not matter.
+    tf.random.uniform((100,))
+    np.random.default_rng().normal(size=10)
+    second = masked_batches()
+    assert len(first) == 6
+    for a, b in zip(first, second, strict=True):
+        for part_a, part_b in zip(a, b, strict=True):
+            np.testing.assert_array_equal(part_a, part_b)

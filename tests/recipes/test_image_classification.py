@@ -4,6 +4,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -285,6 +286,76 @@ def test_two_workers_on_localhost(tmp_path):
     assert [r["loss"] for r in chief] == pytest.approx(
         [r["loss"] for r in other]
     )
+
+
+def wait_for_all(processes, timeout=300):
+    """Waits for every process; stops the others when one fails."""
+    deadline = time.monotonic() + timeout
+    while any(process.poll() is None for process in processes):
+        failed = [p for p in processes if p.poll() not in (None, 0)]
+        if failed or time.monotonic() > deadline:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            break
+        time.sleep(0.2)
+    return [process.returncode for process in processes]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="KERAS_DISTRIBUTION_* is JAX")
+def test_two_jax_processes_on_localhost(tmp_path):
+    # Two processes of one CPU device each form one 2-device DataParallel
+    # mesh (JAX's distributed runtime, gloo collectives). Each feeds its
+    # half of every global batch (Keras' auto-sharding of the tf.data
+    # pipeline): checked against one process on two devices in
+    # tests/training/test_distribution.py (-m large).
+    output_dir = tmp_path / "run"
+    argv = tiny_digits(output_dir, "--no-export", "--no-plots")
+    argv += ["--no-tensorboard", "--strategy", "data_parallel"]
+    env = {
+        key: value for key, value in os.environ.items() if key != "XLA_FLAGS"
+    }
+    env.update(
+        KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{free_port()}",
+        KERAS_DISTRIBUTION_NUM_PROCESSES="2",
+    )
+    processes, logs = [], []
+    for index in range(2):
+        logs.append(tmp_path / f"process{index}.log")
+        with open(logs[-1], "w") as log:
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, RECIPE, *argv],
+                    env=dict(env, KERAS_DISTRIBUTION_PROCESS_ID=str(index)),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    returncodes = wait_for_all(processes)
+    outputs = [log.read_text() for log in logs]
+    for returncode, output in zip(returncodes, outputs, strict=True):
+        assert returncode == 0, output[-5000:]
+        assert "num_replicas=2, num_processes=2); global batch 128" in output
+    results = read_results(output_dir)
+    assert results["distribution"]["strategy"] == "data_parallel"
+    assert results["distribution"]["num_replicas"] == 2
+    assert results["distribution"]["num_processes"] == 2
+    assert results["device_count"] == 2
+    # As for two devices: the global batch and the learning rate double.
+    assert results["counts"]["global_batch_size"] == 128
+    assert results["peak_learning_rate"] == pytest.approx(2 * 3e-3)
+    # Only the chief writes results and checkpoints; the other process
+    # keeps its history under workers/1/.
+    for name in ("model.keras", "best.keras", "last.keras"):
+        assert (output_dir / name).exists(), name
+    worker = output_dir / "workers" / "1"
+    assert sorted(os.listdir(worker)) == ["history.json", "wall_time.json"]
+    chief = json.load(open(output_dir / "history.json"))
+    other = json.load(open(worker / "history.json"))
+    assert len(chief) == 2
+    assert [r["loss"] for r in chief] == [r["loss"] for r in other]
+    assert results["history"]["loss"] == [r["loss"] for r in chief]
 
 
 def test_mixed_precision_run_has_float32_outputs(tmp_path):

@@ -3,13 +3,18 @@ import json
 import math
 import os
 import random
+import signal
+import subprocess
+import sys
 
 import keras
 import numpy as np
 import pytest
+import tensorflow_datasets as tfds
 
 from keras_gmlp.generation import generate
 
+BACKEND = keras.config.backend()
 RECIPE = os.path.join(
     os.path.dirname(__file__), "..", "..", "recipes", "masked_lm.py"
 )
@@ -141,57 +146,142 @@ def test_predict_rejects_bad_text(recipe, pretrained):
         recipe.predict_masked(output_dir, "the [MASK] " + "cat " * 20)
 
 
-class Crash(Exception):
-    pass
+def killed_at_epoch_end(argv, epoch, env):
+    """Runs the recipe in a process that SIGKILLs itself after `epoch`."""
+    killer = (
+        "import os, signal, sys, keras\n"
+        f"sys.argv[0] = {RECIPE!r}\n"
+        f"sys.path.insert(0, {os.path.dirname(RECIPE)!r})\n"
+        "import masked_lm\n"
+        "class Kill(keras.callbacks.Callback):\n"
+        "    def on_epoch_end(self, epoch, logs=None):\n"
+        f"        if epoch == {epoch}:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"masked_lm.main({argv!r}, callbacks=[Kill()])\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", killer],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
-class CrashAfterFirstEpoch(keras.callbacks.Callback):
-    def on_epoch_end(self, epoch, logs=None):
-        raise Crash()
-
-
-class CountEpochs(keras.callbacks.Callback):
-    epochs = []
-
-    def on_epoch_end(self, epoch, logs=None):
-        CountEpochs.epochs.append(epoch)
-
-
-def test_interrupted_run_resumes(recipe, corpus, tmp_path, monkeypatch, capsys):
-    original_fit = recipe.fit
-    extra = [CrashAfterFirstEpoch()]
-
-    def fit_with_callbacks(*args, **kwargs):
-        return original_fit(*args, callbacks=list(extra), **kwargs)
-
-    monkeypatch.setattr(recipe, "fit", fit_with_callbacks)
-    flags = tiny_flags(corpus, tmp_path, "--epochs", "3")
-    with pytest.raises(Crash):
-        recipe.main(flags)
-    assert (tmp_path / "backup").exists()
+def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
+    env = dict(os.environ)
+    argv = tiny_flags(corpus, tmp_path, "--epochs", "3")
+    process = killed_at_epoch_end(argv, 0, env)
+    assert process.returncode == -signal.SIGKILL, process.stderr[-3000:]
+    assert not (tmp_path / "results.json").exists()
+    first_epoch = json.load(open(tmp_path / "history.json"))
+    assert [record["epoch"] for record in first_epoch] == [0]
     vocabulary = (tmp_path / "vocabulary.txt").read_text()
-    capsys.readouterr()
-    extra[:] = [CountEpochs()]
-    results = recipe.main(flags)
-    assert "Reusing the run's vocabulary" in capsys.readouterr().out
+
+    # The same command again: epochs 2 and 3 on the batches after the
+    # three (steps per epoch) that epoch 1 trained on.
+    process = subprocess.run(
+        [sys.executable, RECIPE, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert "Reusing the run's vocabulary" in process.stdout
+    assert "Resuming: skipping the 3 batches trained on." in process.stdout
     assert (tmp_path / "vocabulary.txt").read_text() == vocabulary
-    assert CountEpochs.epochs == [1, 2]
-    assert len(results["history"]["val_perplexity"]) == 3
+    results = json.load(open(tmp_path / "results.json"))
+    assert results["epochs"] == 3
+    assert results["history"]["loss"][0] == first_epoch[0]["loss"]
     assert not (tmp_path / "backup").exists()
+    # The training checkpoints load, compiled, after `import keras_gmlp`.
+    loader = (
+        "import keras, keras_gmlp\n"
+        f"model = keras.saving.load_model({str(tmp_path / 'best.keras')!r})\n"
+        "assert model.compiled and model.optimizer.built\n"
+    )
+    process = subprocess.run(
+        [sys.executable, "-c", loader], capture_output=True, text=True
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+
+
+@pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
+def test_two_device_strategy(corpus, tmp_path):
+    env = dict(os.environ)
+    if BACKEND == "tensorflow":
+        strategy = "mirrored"
+    else:
+        strategy = "data_parallel"
+        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    argv = tiny_flags(corpus, tmp_path, "--epochs", "1")
+    argv[argv.index("--batch-size") : argv.index("--batch-size") + 2] = []
+    argv += ["--strategy", strategy, "--split-cpu", "2"]
+    argv += ["--per-replica-batch-size", "4", "--unigram-tokens", "0"]
+    process = subprocess.run(
+        [sys.executable, RECIPE, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    results = json.load(open(tmp_path / "results.json"))
+    assert results["distribution"]["strategy"] == strategy
+    assert results["distribution"]["num_replicas"] == 2
+    # Four sequences per replica: a global batch of 8, and the learning
+    # rate (given for a batch of 4) doubles.
+    assert results["global_batch_size"] == 8
+    assert results["training_tokens"] == 3 * 8 * 16
+    assert results["peak_learning_rate"] == pytest.approx(2e-3)
+    assert np.isfinite(results["metrics"]["val_perplexity"])
 
 
 def test_causal_objective_trains_a_generator(recipe, corpus, tmp_path):
-    results = recipe.main(
-        tiny_flags(corpus, tmp_path, "--objective", "causal", "--epochs", "1")
-    )
+    flags = ["--objective", "causal", "--epochs", "1"]
+    flags += ["--mixed-precision", "mixed_bfloat16"]
+    results = recipe.main(tiny_flags(corpus, tmp_path, *flags))
     metrics = results["metrics"]
     assert 0 <= metrics["val_next_token_accuracy"] <= 1
-    assert metrics["val_perplexity"] > 1
+    assert 1 < metrics["val_perplexity"] < 1e3
     model = keras.saving.load_model(tmp_path / "causal_lm.keras")
     # Saved without optimizer: it loads with `import keras_gmlp` alone.
     assert not model.compiled
+    assert model.get_layer("block_0").compute_dtype == "bfloat16"
+    assert model.get_layer("block_0").variable_dtype == "float32"
     tokens = generate(model, [2, 5, 6], max_new_tokens=4)
     assert tokens.shape == (7,)
+    with pytest.raises(ValueError, match="trained a 'causal' model"):
+        recipe.predict_masked(str(tmp_path), "the [MASK] sat")
+
+
+def test_causal_transformer_baseline(recipe, corpus, tmp_path):
+    flags = ["--objective", "causal", "--architecture", "transformer"]
+    results = recipe.main(tiny_flags(corpus, tmp_path, *flags, "--epochs", "1"))
+    assert results["model"]["architecture"] == "transformer"
+    assert results["model"]["transformer_layers"] >= 1
+    assert 1 < results["metrics"]["val_perplexity"] < 1e3
+    model = keras.saving.load_model(tmp_path / "last.keras", compile=False)
+    # No future leak: changing the last token leaves earlier logits alone.
+    tokens = np.array([[2, 5, 6, 7, 8, 9]], "int32")
+    changed = tokens.copy()
+    changed[0, -1] = 10
+    before = keras.ops.convert_to_numpy(model(tokens))
+    after = keras.ops.convert_to_numpy(model(changed))
+    np.testing.assert_allclose(before[:, :-1], after[:, :-1], atol=1e-5)
+    assert np.abs(before[:, -1] - after[:, -1]).max() > 1e-4
+
+
+def test_tfds_corpus_pretrains(recipe, tmp_path):
+    flags = tiny_flags("unused", tmp_path, "--epochs", "1")
+    flags[flags.index("--text-files") : flags.index("--text-files") + 2] = []
+    flags += ["--tfds-name", "imdb_reviews", "--validation-fraction", "0.3"]
+    with tfds.testing.mock_data(num_examples=60):
+        results = recipe.main(flags)
+    assert results["arguments"]["tfds_name"] == "imdb_reviews"
+    assert results["counts"]["records"] > 0
+    assert np.isfinite(results["metrics"]["val_perplexity"])
 
 
 def test_transformer_takes_the_gmlp_batches(corpus, rng):
@@ -270,6 +360,7 @@ def test_bad_input_fails_clearly(recipe, tmp_path):
         recipe.main(["--text-files", str(tmp_path / "missing*.txt"), *flags])
     args = recipe.build_parser().parse_args(
         ["--architecture", "transformer", "--objective", "causal"]
+        + ["--hidden-dim", "16", "--transformer-heads", "3"]
     )
-    with pytest.raises(ValueError, match="--objective mlm"):
+    with pytest.raises(ValueError, match="16 is not divisible by num_heads 3"):
         recipe.build_models(args, 50)

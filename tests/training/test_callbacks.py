@@ -127,3 +127,54 @@ def test_resumed_best_checkpoint_must_beat_earlier_epochs(tmp_path):
     assert best.best == 0.9
     # Epoch 2 is run again: its old record is dropped.
     assert [e["epoch"] for e in history.epochs] == [0, 1]
+
+
+def test_resumed_endless_stream_continues_where_it_stopped(tmp_path):
+    import tensorflow as tf
+
+    # Batch k holds the value k; with a zero-initialised linear model,
+    # targets far below every prediction, the absolute error and SGD at
+    # learning rate 1, every step subtracts its batch's value from the
+    # kernel.
+    stream = tf.data.Dataset.range(1000).map(
+        lambda k: (
+            tf.fill((2, 1), tf.cast(k, "float32")),
+            tf.fill((2, 1), -1e6),
+        )
+    )
+
+    def model():
+        model = keras.Sequential(
+            [
+                keras.Input((1,)),
+                keras.layers.Dense(
+                    1, use_bias=False, kernel_initializer="zeros"
+                ),
+            ]
+        )
+        model.compile(keras.optimizers.SGD(1.0), loss="mean_absolute_error")
+        return model
+
+    def run(model, callbacks=()):
+        return fit(
+            model,
+            stream,
+            None,
+            epochs=3,
+            steps_per_epoch=2,
+            output_dir=str(tmp_path),
+            tensorboard=False,
+            callbacks=list(callbacks),
+            verbose=0,
+            endless_stream=True,
+        )
+
+    with pytest.raises(Interrupt):
+        run(model(), [InterruptAfterEpoch(0)])
+    resumed = model()
+    history, _ = run(resumed)
+    # Epochs 2 and 3 trained on batches 2 to 5, not on 0 to 3 again.
+    kernel = keras.ops.convert_to_numpy(resumed.layers[0].kernel)
+    assert kernel.item() == -sum(range(6))
+    assert len(history["loss"]) == 3
+    assert all(seconds > 0 for seconds in history["train_seconds"])

@@ -125,3 +125,102 @@ def test_multi_worker_workarounds_patch_keras_once():
     strategy = tf.distribute.get_strategy()
     value = tf.constant([1.0, 3.0])
     assert patched(value, strategy, "auto") is value
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax only")
+def test_jax_fit_feeds_each_process_its_part_of_every_batch():
+    # What the recipes rely on across JAX processes: model.fit's tf.data
+    # adapter gives process i the i-th contiguous part of every global
+    # batch, so every process passes the same global batches.
+    import numpy as np
+    import tensorflow as tf
+    from keras.src.trainers.data_adapters import tf_dataset_adapter
+
+    dataset = tf.data.Dataset.range(24).batch(6, drop_remainder=True)
+    parts = []
+    for index in range(2):
+        distribution = keras.distribution.DataParallel(
+            devices=["cpu:0", "cpu:1"]
+        )
+        distribution._num_processes = 2
+        distribution._process_id = index
+        distribution._is_multi_process = True
+        adapter = tf_dataset_adapter.TFDatasetAdapter(
+            dataset, distribution=distribution
+        )
+        parts.append(list(adapter.get_numpy_iterator()))
+    assert len(parts[0]) == len(parts[1]) == 4
+    for batch, first, second in zip(dataset, *parts, strict=True):
+        np.testing.assert_array_equal(
+            np.concatenate([first, second]), batch.numpy()
+        )
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax only")
+def test_jax_multi_process_workarounds_patch_keras_once(monkeypatch):
+    from keras.src.backend.common import global_state
+    from keras.src.optimizers import optimizer
+    from keras.src.saving import saving_lib
+
+    from keras_gmlp.training.distribution import (
+        install_jax_multi_process_workarounds,
+    )
+
+    install_jax_multi_process_workarounds()
+    patched = saving_lib.get_attr_skipset
+    install_jax_multi_process_workarounds()
+    assert saving_lib.get_attr_skipset is patched
+    # Saving's reference optimizer is built with no distribution set (no
+    # cross-process variables), and the distribution in force comes back.
+    seen = []
+
+    class Reference(optimizer.Optimizer):
+        def __init__(self, *args, **kwargs):
+            seen.append(keras.distribution.distribution())
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(optimizer, "Optimizer", Reference)
+    global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
+    distribution = keras.distribution.DataParallel()
+    with distribution.scope():
+        assert "variables" not in patched("Optimizer")
+        assert keras.distribution.distribution() is distribution
+    assert seen == [None]
+    global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
+
+
+@pytest.mark.large
+@pytest.mark.skipif(BACKEND != "jax", reason="KERAS_DISTRIBUTION_* is JAX")
+def test_two_jax_processes_match_two_devices(tmp_path):
+    env = {"KERAS_DISTRIBUTION_JOB_ADDRESSES": f"127.0.0.1:{free_port()}"}
+    env["KERAS_DISTRIBUTION_NUM_PROCESSES"] = "2"
+    processes = [
+        run_script(
+            "auto",
+            tmp_path / f"process{index}.json",
+            dict(env, KERAS_DISTRIBUTION_PROCESS_ID=str(index)),
+            wait=False,
+        )
+        for index in range(2)
+    ]
+    for process in processes:
+        log, _ = process.communicate(timeout=300)
+        assert process.returncode == 0, log[-4000:]
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    two = run_script("data_parallel", tmp_path / "two.json", env)
+    for index in range(2):
+        result = json.load(open(tmp_path / f"process{index}.json"))
+        assert result["name"] == "data_parallel"
+        assert result["num_replicas"] == 2
+        # Each process fed its half of every global batch: the training
+        # of one process on two devices, to the last bit.
+        assert result["loss"] == two["loss"]
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="jax only")
+def test_jax_none_across_processes_is_an_error(monkeypatch):
+    from keras_gmlp.training import distribution
+
+    monkeypatch.setattr(distribution, "_initialize_jax_processes", lambda: 2)
+    with pytest.raises(ValueError, match="'none' trains on one device"):
+        get_distribution("none")
