@@ -6,6 +6,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 BACKENDS ?= tensorflow jax torch
 QUICKSTART_BACKEND ?= jax
+# pytest-xdist workers per backend (a test file stays on one worker, so its
+# module fixtures are built once); 0 runs the tests in this process.
+TEST_WORKERS ?= 2
 # PyTorch's OpenMP threads spin while idle and starve tf.data's threads on a
 # small CPU (a training step 30x slower); torch is imported before the
 # recipes can set this, so it is set here.
@@ -32,6 +35,7 @@ lint: setup
 test: lint
 	@for backend in $(BACKENDS); do \
 		echo "=== KERAS_BACKEND=$$backend"; \
-		KERAS_BACKEND=$$backend $(BIN)/python -m pytest -q -m "not large" --durations=10 \
+		KERAS_BACKEND=$$backend $(BIN)/python -m pytest -q -m "not large" \
+			-n $(TEST_WORKERS) --dist loadfile --durations=10 \
 			-p no:cacheprovider || exit 1; \
 	done

@@ -5,8 +5,11 @@ paper's ablation, and keras-hub's BERT of matched size) a short calibration
 run of `recipes/masked_lm.py` measures its seconds per training step (the
 second epoch's `train_seconds`: compilation and evaluation excluded). The
 real run then trains for as many steps as fit in `--minutes`, with the same
-corpus, vocabulary, data stream, schedule shape and held-out targets.
-Every run's results.json is summarised in one JSON file.
+corpus, vocabulary, data stream and schedule shape. At the end every final
+model (`last.keras`) is scored again on the very same masked held-out
+batches (`keras_gmlp.data.text.masked_lm_heldout_batches`, seeded), next
+to the unigram baseline of those targets (`--rescore` does only this, for
+runs already trained). Everything goes into one JSON file.
 
 Usage (one core, so that other work on the machine does not change the
 budget; the recipe's processes inherit the CPU affinity):
@@ -92,6 +95,56 @@ def seconds_per_step(common, flags, work_dir, backend):
     return seconds
 
 
+def rescore(work_dir, names, backend):
+    """Scores each run's final model on the same seeded held-out batches.
+
+    Returns:
+        `({name: {"heldout_perplexity", "heldout_masked_accuracy"}},
+        unigram_perplexity)`.
+    """
+    os.environ["KERAS_BACKEND"] = backend
+    import importlib.util
+
+    import keras
+    import keras_hub  # noqa: F401 (the Transformer's classes)
+
+    from keras_gmlp.data import text
+
+    spec = importlib.util.spec_from_file_location("masked_lm", RECIPE)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    scores, unigram = {}, None
+    for name in names:
+        run_dir = os.path.join(work_dir, name, "run")
+        with open(os.path.join(run_dir, "results.json")) as file:
+            results = json.load(file)
+        args = argparse.Namespace(**results["arguments"])
+        corpus = recipe.make_corpus(args)
+        tokenizer = text.make_tokenizer(
+            text.load_vocabulary(os.path.join(run_dir, "vocabulary.txt")),
+            lowercase=not args.cased,
+        )
+        batch_size = results.get("global_batch_size")
+        batch_size = batch_size or recipe.global_batch_size(args, 1)
+        _, validation = recipe.make_datasets(
+            args, corpus, tokenizer, batch_size
+        )
+        if unigram is None:
+            unigram = recipe.unigram_baseline(
+                args, corpus, tokenizer, validation
+            )
+        model = keras.saving.load_model(os.path.join(run_dir, "last.keras"))
+        metrics = model.evaluate(validation, return_dict=True, verbose=0)
+        scores[name] = {
+            "heldout_perplexity": round(float(metrics["perplexity"]), 2),
+            "heldout_masked_accuracy": round(
+                float(metrics["masked_accuracy"]), 4
+            ),
+        }
+        print(name, scores[name], flush=True)
+    return scores, unigram
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--text-files", required=True)
@@ -101,6 +154,12 @@ def main(argv=None):
     parser.add_argument("--backend", default="tensorflow")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--work-dir", default="runs/quality_bar")
+    parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="Only score the trained runs of --work-dir again (and update "
+        "--output).",
+    )
     parser.add_argument(
         "--output",
         default=os.path.join(
@@ -118,6 +177,28 @@ def main(argv=None):
         "--verbose", "2",
         "--no-tensorboard",
     ]  # fmt: skip
+    if args.rescore:
+        with open(args.output) as file:
+            summary = json.load(file)["pretraining"]
+        names = [entry["run"] for entry in summary]
+    else:
+        summary = train_all(args, names, common)
+    scores, unigram = rescore(args.work_dir, names, args.backend)
+    for entry in summary:
+        entry.update(scores[entry["run"]])
+        entry["heldout_unigram_perplexity"] = round(unigram, 2)
+    write_summary(args, summary)
+
+
+def write_summary(args, summary):
+    with open(args.output, "w") as file:
+        json.dump(
+            {"minutes": args.minutes, "pretraining": summary}, file, indent=1
+        )
+
+
+def train_all(args, names, common):
+    """Calibrates and trains every model; returns their summaries."""
     vocabulary = args.vocabulary
     summary = []
     for name in names:
@@ -170,12 +251,8 @@ def main(argv=None):
             }
         )
         print(json.dumps(summary[-1]), flush=True)
-        with open(args.output, "w") as file:
-            json.dump(
-                {"minutes": args.minutes, "pretraining": summary},
-                file,
-                indent=1,
-            )
+        write_summary(args, summary)
+    return summary
 
 
 if __name__ == "__main__":

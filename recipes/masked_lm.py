@@ -252,42 +252,55 @@ def make_corpus(args):
 
 
 def make_datasets(args, corpus, tokenizer, batch_size):
-    """Training stream (endless) and cached held-out batches."""
+    """Training stream (endless) and cached held-out batches.
+
+    The held-out masks are drawn from `--seed` alone, so every run with the
+    same seed (gMLP, aMLP, Transformer...) is scored on the same targets.
+    """
     from keras_gmlp.data import text
 
     if args.objective == "causal":
-
-        def batches(split, shuffle):
-            return text.causal_lm_dataset(
-                corpus.dataset(split, repeat=split == "train"),
+        train = text.causal_lm_dataset(
+            corpus.dataset("train", repeat=True),
+            tokenizer,
+            args.sequence_length,
+            batch_size,
+            shuffle_buffer=args.shuffle_buffer,
+            seed=args.seed,
+        )
+        validation = text.fixed_batches(
+            text.causal_lm_dataset(
+                corpus.dataset("validation"),
                 tokenizer,
                 args.sequence_length,
                 batch_size,
-                shuffle_buffer=args.shuffle_buffer if shuffle else 0,
-                seed=args.seed,
-            )
-
-    else:
-
-        def batches(split, shuffle):
-            return text.masked_lm_dataset(
-                corpus.dataset(split, repeat=split == "train"),
-                tokenizer,
-                args.sequence_length,
-                batch_size,
-                mask_rate=args.mask_rate,
-                max_predictions=args.max_predictions,
-                shuffle_buffer=args.shuffle_buffer if shuffle else 0,
-                seed=args.seed,
-                # Held-out masks drawn in order: the same seed scores
-                # every model of a comparison on the same targets.
-                deterministic=split == "validation",
-            )
-
-    validation = text.fixed_batches(
-        batches("validation", False), args.validation_batches
+            ),
+            args.validation_batches,
+        )
+        return train, validation
+    masking = {
+        "mask_rate": args.mask_rate,
+        "max_predictions": args.max_predictions,
+    }
+    validation = text.masked_lm_heldout_batches(
+        corpus.dataset("validation"),
+        tokenizer,
+        args.sequence_length,
+        batch_size,
+        args.validation_batches,
+        seed=args.seed,
+        **masking,
     )
-    return batches("train", True), validation
+    train = text.masked_lm_dataset(
+        corpus.dataset("train", repeat=True),
+        tokenizer,
+        args.sequence_length,
+        batch_size,
+        shuffle_buffer=args.shuffle_buffer,
+        seed=args.seed,
+        **masking,
+    )
+    return train, validation
 
 
 def unigram_baseline(args, corpus, tokenizer, validation):

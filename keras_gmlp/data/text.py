@@ -18,7 +18,8 @@ The pieces of the language-model recipes, in the order the data flows:
    wasted on padding during training.
 5. `masked_lm_dataset` masks batches with keras-hub's
    `MaskedLMMaskGenerator` (15 %, 80/10/10) inside tf.data;
-   `causal_lm_dataset` makes next-token batches.
+   `masked_lm_heldout_batches` masks held-out batches once, the same for
+   every run of a seed; `causal_lm_dataset` makes next-token batches.
 
 This module imports TensorFlow: import it explicitly
 (`from keras_gmlp.data import text`), never from `keras_gmlp`.
@@ -29,6 +30,7 @@ import hashlib
 import math
 import os
 
+import numpy as np
 import tensorflow as tf
 
 PAD = "[PAD]"
@@ -637,7 +639,6 @@ def masked_lm_dataset(
     max_predictions=None,
     shuffle_buffer=0,
     seed=None,
-    deterministic=False,
 ):
     """Makes masked-LM batches from a dataset of records.
 
@@ -653,12 +654,6 @@ def masked_lm_dataset(
         shuffle_buffer: int. Packed sequences shuffled together; 0 for
             none.
         seed: int. Seed of the shuffling.
-        deterministic: bool. Whether to mask the batches one after the
-            other, so that a global seed (`keras.utils.set_random_seed`)
-            gives the same masks on every run, whatever the model: what a
-            held-out set that scores several models needs. Defaults to
-            `False` (batches masked in parallel, in a varying order of
-            random draws).
 
     Returns:
         A dataset of `(inputs, labels, sample_weights)`, with `inputs` a
@@ -667,47 +662,150 @@ def masked_lm_dataset(
         original ids at those positions and `sample_weights` 1 where a
         position is real, 0 where it is filler.
     """
-    import keras_hub
+    masker = _mask_generator(
+        tokenizer, sequence_length, mask_rate, max_predictions
+    )
+    sequences = _packed_sequences(texts, tokenizer, sequence_length)
+    if shuffle_buffer:
+        sequences = sequences.shuffle(shuffle_buffer, seed=seed)
+    dataset = sequences.batch(batch_size)
+    dataset = dataset.map(
+        lambda batch: _masked_batch(masker, batch),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE)
 
+
+def masked_lm_heldout_batches(
+    texts,
+    tokenizer,
+    sequence_length,
+    batch_size,
+    max_batches,
+    mask_rate=0.15,
+    max_predictions=None,
+    seed=0,
+):
+    """Masks the first held-out batches once, reproducibly, for evaluation.
+
+    The batches are packed as `masked_lm_dataset` packs them and masked by
+    the same rule as keras-hub's `MaskedLMMaskGenerator` (per sequence,
+    `ceil(mask_rate * maskable tokens)` positions, at most
+    `max_predictions`, drawn uniformly; of those 80 % `[MASK]`, 10 % a
+    random token, 10 % unchanged), but with a numpy generator seeded by
+    `seed`: every call with the same seed scores the same targets, whatever
+    model is trained and whatever ran before. (keras-hub's generator draws
+    from TensorFlow's stateful random ops, whose sequence depends on the
+    process' history and, inside tf.data, on thread timing.)
+
+    Args:
+        texts: `tf.data.Dataset` of scalar strings (the held-out records).
+        tokenizer: a `make_tokenizer` WordPiece tokenizer.
+        sequence_length: int. Tokens per sequence.
+        batch_size: int. Sequences per batch (the last may be smaller).
+        max_batches: int. Largest number of batches.
+        mask_rate: float. As in `masked_lm_dataset`.
+        max_predictions: int. As in `masked_lm_dataset`.
+        seed: int. Seed of the masks.
+
+    Returns:
+        A cached dataset of at most `max_batches` `(inputs, labels,
+        sample_weights)` batches, as `masked_lm_dataset` makes them.
+
+    Raises:
+        ValueError: when the records give no batch.
+    """
     ids = special_ids(tokenizer)
     max_predictions = max_predictions or default_max_predictions(
         sequence_length, mask_rate
     )
-    masker = keras_hub.layers.MaskedLMMaskGenerator(
+    rng = np.random.default_rng(seed)
+    sequences = _packed_sequences(texts, tokenizer, sequence_length)
+    dataset = None
+    for batch in sequences.batch(batch_size).take(max_batches):
+        masked = _numpy_masked_batch(
+            batch.numpy(),
+            rng,
+            tokenizer.vocabulary_size(),
+            ids[MASK],
+            [ids[PAD], ids[CLS], ids[SEP]],
+            mask_rate,
+            max_predictions,
+        )
+        single = tf.data.Dataset.from_tensors(masked)
+        dataset = single if dataset is None else dataset.concatenate(single)
+    if dataset is None:
+        raise ValueError(
+            "The held-out split gives no batch; expected held-out text "
+            "(--validation-files, or a larger --validation-fraction)."
+        )
+    return dataset.cache()
+
+
+def _numpy_masked_batch(
+    sequences,
+    rng,
+    vocabulary_size,
+    mask_id,
+    unselectable,
+    mask_rate,
+    max_predictions,
+):
+    tokens = sequences.astype("int32")
+    shape = (len(tokens), max_predictions)
+    positions = np.zeros(shape, "int32")
+    labels = np.zeros(shape, "int32")
+    weights = np.zeros(shape, "float32")
+    for row, sequence in enumerate(sequences):
+        maskable = np.flatnonzero(~np.isin(sequence, unselectable))
+        count = min(math.ceil(len(maskable) * mask_rate), max_predictions)
+        chosen = np.sort(rng.choice(maskable, count, replace=False))
+        positions[row, :count] = chosen
+        labels[row, :count] = sequence[chosen]
+        weights[row, :count] = 1.0
+        draw = rng.random(count)
+        tokens[row, chosen[draw < 0.8]] = mask_id
+        randomised = chosen[(draw >= 0.8) & (draw < 0.9)]
+        tokens[row, randomised] = rng.integers(
+            0, vocabulary_size, len(randomised)
+        )
+    inputs = {"token_ids": tokens, "mask_positions": positions}
+    return inputs, labels, weights
+
+
+def _mask_generator(tokenizer, sequence_length, mask_rate, max_predictions):
+    import keras_hub
+
+    ids = special_ids(tokenizer)
+    return keras_hub.layers.MaskedLMMaskGenerator(
         vocabulary_size=tokenizer.vocabulary_size(),
         mask_selection_rate=mask_rate,
         mask_token_id=ids[MASK],
-        mask_selection_length=max_predictions,
+        mask_selection_length=max_predictions
+        or default_max_predictions(sequence_length, mask_rate),
         unselectable_token_ids=[ids[PAD], ids[CLS], ids[SEP]],
     )
 
-    def mask(sequences):
-        masked = masker(sequences)
-        inputs = {
-            "token_ids": masked["token_ids"],
-            "mask_positions": tf.cast(masked["mask_positions"], tf.int32),
-        }
-        labels = tf.cast(masked["mask_ids"], tf.int32)
-        return inputs, labels, tf.cast(masked["mask_weights"], tf.float32)
 
-    sequences = pack_sequences(
+def _masked_batch(masker, sequences):
+    masked = masker(sequences)
+    inputs = {
+        "token_ids": masked["token_ids"],
+        "mask_positions": tf.cast(masked["mask_positions"], tf.int32),
+    }
+    labels = tf.cast(masked["mask_ids"], tf.int32)
+    return inputs, labels, tf.cast(masked["mask_weights"], tf.float32)
+
+
+def _packed_sequences(texts, tokenizer, sequence_length):
+    ids = special_ids(tokenizer)
+    return pack_sequences(
         tokenize_records(texts, tokenizer, ids[SEP]),
         sequence_length,
         ids[CLS],
         ids[SEP],
         ids[PAD],
     )
-    if shuffle_buffer:
-        sequences = sequences.shuffle(shuffle_buffer, seed=seed)
-    dataset = sequences.batch(batch_size)
-    parallel_calls = None if deterministic else tf.data.AUTOTUNE
-    dataset = dataset.map(mask, num_parallel_calls=parallel_calls)
-    if deterministic:
-        options = tf.data.Options()
-        options.deterministic = True
-        options.experimental_optimization.map_parallelization = False
-        dataset = dataset.with_options(options)
-    return dataset.prefetch(tf.data.AUTOTUNE)
 
 
 def causal_lm_dataset(

@@ -379,31 +379,51 @@ def test_split_hash_is_stable():
     assert len(set(buckets)) > 990
 
 
-def test_deterministic_masks_repeat_with_the_seed(corpus_dir, tokenizer):
+def test_heldout_masks_repeat_with_the_seed(corpus_dir, tokenizer):
     corpus = text.TextCorpus(
         files=str(corpus_dir / "*.txt"), validation_fraction=0.2
     )
 
-    def masked_batches():
-        tf.random.set_seed(7)
-        batches = text.masked_lm_dataset(
-            corpus.dataset("validation"),
-            tokenizer,
-            16,
-            4,
-            deterministic=True,
+    def heldout(seed):
+        batches = text.masked_lm_heldout_batches(
+            corpus.dataset("validation"), tokenizer, 32, 8, 6, seed=seed
         )
         return [
             (x["token_ids"], x["mask_positions"], y, w)
-            for x, y, w in batches.take(6).as_numpy_iterator()
+            for x, y, w in batches.as_numpy_iterator()
         ]
 
-    first = masked_batches()
+    first = heldout(seed=3)
     # Random draws in between (as a model's initialisation) do not matter.
     tf.random.uniform((100,))
-    np.random.default_rng().normal(size=10)
-    second = masked_batches()
+    keras_random_draw = tf.random.shuffle(tf.range(10))
+    assert keras_random_draw.shape == (10,)
+    second = heldout(seed=3)
+    other_seed = heldout(seed=4)
     assert len(first) == 6
     for a, b in zip(first, second, strict=True):
         for part_a, part_b in zip(a, b, strict=True):
             np.testing.assert_array_equal(part_a, part_b)
+    # The same sequences, other masks.
+    np.testing.assert_array_equal(first[0][2].shape, other_seed[0][2].shape)
+    assert any(
+        not np.array_equal(a[1], b[1])
+        for a, b in zip(first, other_seed, strict=True)
+    )
+    # 15 % of the maskable tokens (not [CLS] or [SEP]) are predicted, and
+    # 80 % of those are shown as [MASK].
+    weights = sum(batch[3].sum() for batch in first)
+    tokens = sum(batch[0].size - 2 * len(batch[0]) for batch in first)
+    assert 0.14 < weights / tokens < 0.2
+    mask_id = tokenizer.token_to_id("[MASK]")
+    shown = np.concatenate(
+        [
+            np.take_along_axis(ids, positions, axis=1)[weights_ > 0]
+            for ids, positions, _, weights_ in first
+        ]
+    )
+    assert 0.7 < np.mean(shown == mask_id) < 0.9
+    with pytest.raises(ValueError, match="no batch"):
+        text.masked_lm_heldout_batches(
+            corpus.dataset("validation").take(0), tokenizer, 32, 8, 6
+        )
