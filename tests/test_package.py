@@ -3,30 +3,36 @@ import subprocess
 import sys
 
 import keras
-import pytest
 
 import keras_gmlp
 
-
-@pytest.mark.skipif(
-    keras.config.backend() == "tensorflow",
-    reason="the TensorFlow backend imports TensorFlow itself",
+RECIPE_OBJECTS = (
+    "WarmupLinearDecay",  # schedules of the recipes' optimizers
+    "GatherPositions",  # the masked-LM training model
+    "BertInputs",
+    "Perplexity",  # the language models' metric
 )
-def test_import_does_not_load_tensorflow():
+
+
+def test_import_registers_recipe_objects_without_tensorflow():
+    # A fresh process: what `import keras_gmlp` alone registers and loads.
     code = (
-        "import sys, keras_gmlp\n"
+        "import sys, keras, keras_gmlp\n"
         "keras_gmlp.models.masked_lm('gmlp_tiny', num_layers=1)\n"
         "keras_gmlp.models.image_classifier('gmlp_micro4_32', num_layers=1)\n"
-        "print('tensorflow' in sys.modules)\n"
+        f"for name in {RECIPE_OBJECTS!r}:\n"
+        "    assert keras.saving.get_registered_object(f'keras_gmlp>{name}')\n"
+        "print('tensorflow' in sys.modules, 'keras_hub' in sys.modules)\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
         env=dict(os.environ),
         capture_output=True,
         text=True,
-        check=True,
     )
-    assert result.stdout.strip() == "False"
+    assert result.returncode == 0, result.stderr[-3000:]
+    loads_tensorflow = keras.config.backend() == "tensorflow"
+    assert result.stdout.split() == [str(loads_tensorflow), "False"]
 
 
 def test_public_api():

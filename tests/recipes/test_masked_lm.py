@@ -195,16 +195,10 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
     assert results["epochs"] == 3
     assert results["history"]["loss"][0] == first_epoch[0]["loss"]
     assert not (tmp_path / "backup").exists()
-    # The training checkpoints load, compiled, after `import keras_gmlp`.
-    loader = (
-        "import keras, keras_gmlp\n"
-        f"model = keras.saving.load_model({str(tmp_path / 'best.keras')!r})\n"
-        "assert model.compiled and model.optimizer.built\n"
-    )
-    process = subprocess.run(
-        [sys.executable, "-c", loader], capture_output=True, text=True
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
+    # The compiled training checkpoint (schedule, loss and metrics) loads;
+    # tests/test_package.py checks `import keras_gmlp` registers them.
+    model = keras.saving.load_model(tmp_path / "best.keras")
+    assert model.compiled and model.optimizer.built
 
 
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
