@@ -146,6 +146,19 @@ def test_predict_rejects_bad_text(recipe, pretrained):
         recipe.predict_masked(output_dir, "the [MASK] " + "cat " * 20)
 
 
+def run_recipe(argv, env):
+    """Runs the recipe in a fresh process; fails the test if it fails."""
+    process = subprocess.run(
+        [sys.executable, RECIPE, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return process
+
+
 def killed_at_epoch_end(argv, epoch, env):
     """Runs the recipe in a process that SIGKILLs itself after `epoch`."""
     killer = (
@@ -180,14 +193,7 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
 
     # The same command again: epochs 2 and 3 on the batches after the
     # three (steps per epoch) that epoch 1 trained on.
-    process = subprocess.run(
-        [sys.executable, RECIPE, *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
+    process = run_recipe(argv, env)
     assert "Reusing the run's vocabulary" in process.stdout
     assert "Resuming: skipping the 3 batches trained on." in process.stdout
     assert (tmp_path / "vocabulary.txt").read_text() == vocabulary
@@ -213,14 +219,7 @@ def test_two_device_strategy(corpus, tmp_path):
     argv[argv.index("--batch-size") : argv.index("--batch-size") + 2] = []
     argv += ["--strategy", strategy, "--split-cpu", "2"]
     argv += ["--per-replica-batch-size", "4", "--unigram-tokens", "0"]
-    process = subprocess.run(
-        [sys.executable, RECIPE, *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
+    run_recipe(argv, env)
     results = json.load(open(tmp_path / "results.json"))
     assert results["distribution"]["strategy"] == strategy
     assert results["distribution"]["num_replicas"] == 2
