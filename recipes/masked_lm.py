@@ -24,6 +24,7 @@ same pipeline; `--spatial-unit` selects the spatial unit of the paper's
 ablation (Table 3).
 """
 
+import functools
 import json
 import os
 import sys
@@ -259,25 +260,33 @@ def make_datasets(args, corpus, tokenizer, batch_size):
     """
     from keras_gmlp.data import text
 
+    shape = (tokenizer, args.sequence_length, batch_size)
     if args.objective == "causal":
-        train = text.causal_lm_dataset(
-            corpus.dataset("train", repeat=True),
-            tokenizer,
-            args.sequence_length,
-            batch_size,
-            shuffle_buffer=args.shuffle_buffer,
-            seed=args.seed,
-        )
+        batches = text.causal_lm_dataset
         validation = text.fixed_batches(
-            text.causal_lm_dataset(
-                corpus.dataset("validation"),
-                tokenizer,
-                args.sequence_length,
-                batch_size,
-            ),
+            batches(corpus.dataset("validation"), *shape),
             args.validation_batches,
         )
-        return train, validation
+    else:
+        masking = {
+            "mask_rate": args.mask_rate,
+            "max_predictions": args.max_predictions,
+        }
+        batches = functools.partial(text.masked_lm_dataset, **masking)
+        validation = text.masked_lm_heldout_batches(
+            corpus.dataset("validation"),
+            *shape,
+            args.validation_batches,
+            seed=args.seed,
+            **masking,
+        )
+    train = batches(
+        corpus.dataset("train", repeat=True),
+        *shape,
+        shuffle_buffer=args.shuffle_buffer,
+        seed=args.seed,
+    )
+    return train, validation
     masking = {
         "mask_rate": args.mask_rate,
         "max_predictions": args.max_predictions,
