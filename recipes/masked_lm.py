@@ -287,29 +287,6 @@ def make_datasets(args, corpus, tokenizer, batch_size):
         seed=args.seed,
     )
     return train, validation
-    masking = {
-        "mask_rate": args.mask_rate,
-        "max_predictions": args.max_predictions,
-    }
-    validation = text.masked_lm_heldout_batches(
-        corpus.dataset("validation"),
-        tokenizer,
-        args.sequence_length,
-        batch_size,
-        args.validation_batches,
-        seed=args.seed,
-        **masking,
-    )
-    train = text.masked_lm_dataset(
-        corpus.dataset("train", repeat=True),
-        tokenizer,
-        args.sequence_length,
-        batch_size,
-        shuffle_buffer=args.shuffle_buffer,
-        seed=args.seed,
-        **masking,
-    )
-    return train, validation
 
 
 def unigram_baseline(args, corpus, tokenizer, validation):

@@ -30,8 +30,8 @@ Text training (`keras_gmlp.training.text_metrics`, `text_models`):
     the masked-LM recipe (gMLP and the matched keras-hub BERT).
 Set-up (`keras_gmlp.training.setup`):
     `run_distribution(args)` (`--strategy`, `--split-cpu`),
-    `configure_run(args)` (seed and mixed precision),
-    `build_and_compile(...)`, `fit(...)` the shared fit loop.
+    `configure_run(args)` (seed and mixed precision), `fit(...)` the
+    shared fit loop.
 """
 
 from keras_gmlp.training.arguments import common_parser
