@@ -45,12 +45,15 @@ class DropPath(keras.layers.Layer):
     def call(self, inputs, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        keep = 1.0 - self.rate
         shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
+        # Drawn in float32: a bfloat16 uniform has steps of 2**-8 or
+        # coarser, which turns small rates into wrong ones (0.0017 into 0).
         noise = keras.random.uniform(
-            shape, seed=self.seed_generator, dtype=inputs.dtype
+            shape, seed=self.seed_generator, dtype="float32"
         )
-        return inputs * ops.floor(noise + keep) / keep
+        keep = ops.cast(ops.greater_equal(noise, self.rate), "float32")
+        scale = ops.cast(keep / (1.0 - self.rate), inputs.dtype)
+        return inputs * scale
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -83,16 +83,27 @@ def test_drop_path_per_sample_in_training_only(rng):
     assert 10 < dropped.sum() < 54
 
 
-def test_causal_block_by_perturbation(rng):
-    x = rng.normal(size=(1, 8, 8)).astype("float32")
-    block = GMLPBlock(ffn_dim=8, attention_dim=4, causal=True)
+@pytest.mark.parametrize("causal", [True, False])
+def test_causal_block_by_perturbation_with_padding(causal, rng):
+    # Rows without padding, with left padding and with right padding.
+    padding_mask = np.array(
+        [[1] * 8, [0, 0, 0] + [1] * 5, [1] * 5 + [0, 0, 0]], bool
+    )
+    x = rng.normal(size=(3, 8, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=8, attention_dim=4, causal=causal)
     block.build(x.shape)
     randomize(block, rng)
-    perturbed = x.copy()
-    perturbed[:, 5] = rng.normal(size=(1, 8))
-    moved = np.abs(array(block(perturbed)) - array(block(x))).max(axis=(0, 2))
-    np.testing.assert_array_equal(moved[:5], 0.0)
-    assert moved[5:].min() > 0.0
+    before = array(block(x, padding_mask=padding_mask))
+    for j in range(1, 8):
+        perturbed = x.copy()
+        perturbed[:, j] = rng.normal(size=(3, 8))
+        after = array(block(perturbed, padding_mask=padding_mask))
+        moved = np.abs(after - before).max(axis=-1)
+        assert moved[:, j].min() > 0.0
+        if causal:
+            np.testing.assert_array_equal(moved[:, :j], 0.0)
+        else:
+            assert moved[:, :j].min() > 0.0
 
 
 def test_odd_ffn_dim_raises():
