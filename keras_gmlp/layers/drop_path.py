@@ -22,9 +22,13 @@ class DropPath(keras.layers.Layer):
 
     Example:
 
-    >>> x = keras.ops.ones((4, 3, 2))
-    >>> keras_gmlp.layers.DropPath(0.5)(x, training=False).shape
-    (4, 3, 2)
+    >>> x = np.ones((4, 3, 2), "float32")
+    >>> layer = keras_gmlp.layers.DropPath(0.5, seed=1)
+    >>> float(keras.ops.sum(layer(x, training=False)))
+    24.0
+    >>> y = keras.ops.convert_to_numpy(layer(x, training=True))
+    >>> bool(np.isin(y, [0.0, 2.0]).all())
+    True
 
     References:
         - [Huang et al., 2016](https://arxiv.org/abs/1603.09382)

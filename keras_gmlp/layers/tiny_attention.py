@@ -35,7 +35,8 @@ class TinyAttention(keras.layers.Layer):
     Example:
 
     >>> x = keras.random.normal((2, 16, 32))
-    >>> keras_gmlp.layers.TinyAttention(8, output_dim=48)(x).shape
+    >>> attention = keras_gmlp.layers.TinyAttention(8, output_dim=48)
+    >>> tuple(attention(x).shape)
     (2, 16, 48)
 
     References:

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import DropPath
+from tests.layer_test import LayerTestCase
 
 
 def test_inference_is_identity(rng):
@@ -52,3 +53,15 @@ def test_drop_rate_in_every_policy(policy, rate):
     scale = keras.ops.cast(1.0 / (1.0 - rate), layer.compute_dtype)
     scale = float(keras.ops.convert_to_numpy(keras.ops.cast(scale, "float32")))
     np.testing.assert_array_equal(np.unique(output), [0.0, scale])
+
+
+class DropPathLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=DropPath,
+            init_kwargs={"rate": 0.2, "seed": 5},
+            input_data=rng.normal(size=(4, 3, 2)).astype("float32"),
+            expected_output_shape=(4, 3, 2),
+            expected_num_non_trainable_variables=1,  # the seed
+        )

@@ -4,6 +4,8 @@ import pytest
 
 from keras_gmlp.layers import TinyAttention
 from tests import reference
+from tests.layer_test import LayerTestCase
+from tests.layer_test import randomize_weights
 
 
 def numpy_weights(layer):
@@ -18,16 +20,11 @@ def numpy_weights(layer):
     ]
 
 
-def randomize(layer, rng):
-    for weight in layer.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.5)
-
-
 def test_matches_numpy_formula(rng):
     x = rng.normal(size=(2, 6, 10)).astype("float32")
     layer = TinyAttention(4, output_dim=7)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     expected = reference.tiny_attention(x, *numpy_weights(layer))
     output = keras.ops.convert_to_numpy(layer(x))
     assert output.shape == (2, 6, 7)
@@ -38,7 +35,7 @@ def test_causal_matches_lower_triangular_formula(rng):
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     layer = TinyAttention(4, causal=True)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     mask = np.tril(np.ones((5, 5), bool))[None]
     expected = reference.tiny_attention(x, *numpy_weights(layer), mask=mask)
     output = keras.ops.convert_to_numpy(layer(x))
@@ -72,7 +69,7 @@ def test_causality_by_perturbation_for_every_padding(causal, rng):
     padding_mask = np.array(list(PADDINGS.values()), bool)
     layer = TinyAttention(4, causal=causal)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     moved = moved_by_each_token(layer, x, padding_mask, rng)
     for row, name in enumerate(PADDINGS):
         # Largest move of an output before the changed token.
@@ -88,7 +85,7 @@ def test_query_without_visible_key_attends_to_nothing(rng):
     padding_mask = np.array([[0, 0, 0, 0], [0, 1, 1, 1]], bool)
     layer = TinyAttention(4, causal=True)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     output = keras.ops.convert_to_numpy(layer(x, padding_mask=padding_mask))
     bias = keras.ops.convert_to_numpy(layer.output_projection.bias)
     # Every query of the first row and query 0 of the second see no real
@@ -103,7 +100,7 @@ def test_padding_mask_hides_padded_keys(rng):
     padding_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
     layer = TinyAttention(4)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     expected = reference.tiny_attention(
         x, *numpy_weights(layer), mask=padding_mask[:, None, :]
     )
@@ -161,7 +158,21 @@ def test_invalid_attention_dim():
         TinyAttention(0)
 
 
-def test_config_round_trip():
-    layer = TinyAttention(16, output_dim=24, causal=True)
-    config = layer.get_config()
-    assert TinyAttention.from_config(config).get_config() == config
+class TinyAttentionLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=TinyAttention,
+            init_kwargs={
+                "attention_dim": 4,
+                "output_dim": 5,
+                "causal": True,
+                "kernel_initializer": "he_normal",
+            },
+            input_data=rng.normal(size=(2, 6, 8)).astype("float32"),
+            expected_output_shape=(2, 6, 5),
+            padding_mask=np.array(
+                [PADDINGS["left padding"], PADDINGS["right padding"]], bool
+            ),
+            expected_num_trainable_weights=4,
+        )
