@@ -96,7 +96,12 @@ class TinyAttention(keras.layers.Layer):
             )
         if allowed is not None:
             scores = ops.where(allowed, scores, ops.full_like(scores, -1e9))
-        weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
+        weights = ops.softmax(scores, axis=-1)
+        if allowed is not None:
+            # A query whose visible keys are all padding would otherwise
+            # spread its softmax over every key, future ones included.
+            weights = ops.where(allowed, weights, ops.zeros_like(weights))
+        weights = ops.cast(weights, value.dtype)
         attended = ops.einsum("...ij,...jd->...id", weights, value)
         return self.output_projection(attended)
 
