@@ -100,8 +100,11 @@ def adamw(
         global_clipnorm=global_clipnorm or None,
     )
     if model is None:
+        # The last part of the name (TensorFlow may give the optimizer its
+        # own variables, named like `norm/gamma:0`).
+        names = "|".join(NO_DECAY_NAMES)
         optimizer.exclude_from_weight_decay(
-            var_names=[f"^{name}$" for name in NO_DECAY_NAMES]
+            var_names=[rf"(^|/)({names})(:\d+)?$"]
         )
     else:
         optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
