@@ -65,7 +65,10 @@ def common_parser(description, **defaults):
         "--clipnorm",
         type=non_negative_float,
         default=1.0,
-        help="Gradient clipping norm; 0 disables it.",
+        help=(
+            "Clip the global norm of all gradients together to this value "
+            "(not each gradient on its own); 0 disables it."
+        ),
     )
     group.add_argument(
         "--warmup",
