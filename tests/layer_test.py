@@ -1,19 +1,25 @@
 """The behaviour test every layer goes through, on keras-hub's TestCase.
 
-`LayerTestCase.run_layer_test` runs keras-hub's own checks (config round
-trip, build and weight counts, symbolic and eager call shapes and dtypes,
-one compiled `fit` step, mixed-precision policies followed by the outputs,
-the weights and every sublayer), then two of ours: the precision checks on
-torch as well, which keras-hub skips on a CPU, and a `.keras` save and
-reload with equal outputs.
+`LayerTestCase.run_layer_test` checks that `get_config` names every
+constructor argument, runs keras-hub's own checks (config round trip,
+build and weight counts, symbolic and eager call shapes and dtypes, one
+compiled `fit` step, mixed-precision policies followed by the outputs, the
+weights and every sublayer), runs those precision checks on torch as well
+(keras-hub skips torch without CUDA), and saves a model of the layer with
+random weights to `.keras` and reloads it with equal outputs.
 """
 
+import inspect
 import os
 
 import keras
 import numpy as np
 from keras import tree
 from keras_hub.src.tests.test_case import TestCase
+
+
+def is_float(x):
+    return "float" in keras.backend.standardize_dtype(x.dtype)
 
 
 def randomize_weights(layer, rng, scale=1.0):
@@ -23,13 +29,9 @@ def randomize_weights(layer, rng, scale=1.0):
     and biases at zero or one. Random ones make every weight count.
     """
     for weight in layer.weights:
-        if "float" in keras.backend.standardize_dtype(weight.dtype):
+        if is_float(weight):
             noise = rng.normal(size=weight.shape) * scale
             weight.assign(noise.astype(weight.dtype))
-
-
-def is_float(x):
-    return "float" in keras.backend.standardize_dtype(x.dtype)
 
 
 class LayerTestCase(TestCase):
@@ -55,6 +57,7 @@ class LayerTestCase(TestCase):
         the expected weight counts, `run_training_check`,
         `run_precision_checks`.
         """
+        self.run_config_arguments_test(cls, init_kwargs)
         # keras-hub reads shapes from backend tensors, not numpy arrays.
         input_data = keras.ops.convert_to_tensor(input_data)
         super().run_layer_test(
@@ -63,6 +66,26 @@ class LayerTestCase(TestCase):
         self.run_layer_saving_test(
             cls, init_kwargs, input_data, padding_mask=padding_mask
         )
+
+    def run_config_arguments_test(self, cls, init_kwargs):
+        """Every argument of the class's own constructor is in its config.
+
+        A round trip alone cannot see an argument left out of `get_config`:
+        both configs lack it. Constructors inherited from Keras (as
+        `TiedEmbedding`'s) follow Keras's own config.
+        """
+        if "__init__" not in vars(cls):
+            return
+        config = cls(**init_kwargs).get_config()
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        missing = [
+            parameter.name
+            for parameter in parameters
+            if parameter.name != "self"
+            and parameter.kind == parameter.POSITIONAL_OR_KEYWORD
+            and parameter.name not in config
+        ]
+        self.assertEqual(missing, [], msg="Arguments missing from get_config")
 
     def run_precision_test(self, cls, init_kwargs, input_data):
         if keras.config.backend() != "torch":
