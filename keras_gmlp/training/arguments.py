@@ -25,9 +25,12 @@ def common_parser(description, **defaults):
 
     Example:
 
+    >>> from keras_gmlp.training.arguments import common_parser
     >>> parser = common_parser("Train gMLP.", epochs=300)
-    >>> parser.add_argument("--preset")
-    >>> args = parser.parse_args(["--epochs", "2"])
+    >>> _ = parser.add_argument("--preset")
+    >>> args = parser.parse_args(["--preset", "gmlp_tiny"])
+    >>> args.epochs, args.preset
+    (300, 'gmlp_tiny')
     """
     parser = argparse.ArgumentParser(
         description=description,

@@ -1,0 +1,68 @@
+"""Every `>>>` example in the package's docstrings runs as a doctest.
+
+The examples see only `keras`, `keras_gmlp` and `np`, as a user who
+copies one does. An example that cannot run here (it needs a download, a
+dataset or a cluster) is a plain ```python block, not `>>>`.
+"""
+
+import doctest
+import importlib
+import pkgutil
+
+import keras
+import numpy as np
+import pytest
+
+import keras_gmlp
+
+
+def package_modules():
+    names = [keras_gmlp.__name__]
+    for module in pkgutil.walk_packages(
+        keras_gmlp.__path__, prefix=f"{keras_gmlp.__name__}."
+    ):
+        names.append(module.name)
+    return sorted(names)
+
+
+def examples():
+    """Every docstring with examples: modules, classes, functions and
+    methods, each found once (in the module that defines it)."""
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    found = []
+    for name in package_modules():
+        # An import failure fails the collection: nothing is left out.
+        module = importlib.import_module(name)
+        for test in finder.find(module, name):
+            if test.examples:
+                found.append(test)
+    return sorted(found, key=lambda test: test.name)
+
+
+EXAMPLES = examples()
+
+
+def test_the_examples_are_found():
+    names = {test.name for test in EXAMPLES}
+    for expected in (
+        "keras_gmlp.models.masked_lm.masked_lm",
+        "keras_gmlp.models.causal_lm.causal_lm",
+        "keras_gmlp.models.text_classifier.text_classifier",
+        "keras_gmlp.models.image_classifier.image_classifier",
+        "keras_gmlp.generation.generate",
+        "keras_gmlp.training.optimizers.adamw",
+        "keras_gmlp.layers.gmlp_block.GMLPBlock",
+    ):
+        assert expected in names
+
+
+@pytest.mark.parametrize("test", EXAMPLES, ids=lambda test: test.name)
+def test_docstring_example_runs(test, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # an example that writes files writes here
+    test.globs = {"keras": keras, "keras_gmlp": keras_gmlp, "np": np}
+    runner = doctest.DocTestRunner(
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+    )
+    output = []
+    result = runner.run(test, out=output.append, clear_globs=True)
+    assert result.failed == 0, "".join(output)
