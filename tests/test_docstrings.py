@@ -7,6 +7,7 @@ dataset or a cluster) is a plain ```python block, not `>>>`.
 
 import doctest
 import importlib
+import inspect
 import pkgutil
 
 import keras
@@ -66,3 +67,23 @@ def test_docstring_example_runs(test, tmp_path, monkeypatch):
     output = []
     result = runner.run(test, out=output.append, clear_globs=True)
     assert result.failed == 0, "".join(output)
+
+
+def public_objects():
+    """Public classes and functions, each in the module that defines it."""
+    for name in package_modules():
+        module = importlib.import_module(name)
+        for attribute, value in vars(module).items():
+            if attribute.startswith("_"):
+                continue
+            if not (inspect.isclass(value) or inspect.isfunction(value)):
+                continue
+            if getattr(value, "__module__", None) == name:
+                yield f"{name}.{attribute}", value
+
+
+def test_every_public_class_and_function_has_a_docstring():
+    # `masked_lm` once built its docstring by concatenating strings: an
+    # expression, so its `__doc__` was `None` and its example never ran.
+    missing = [name for name, value in public_objects() if not value.__doc__]
+    assert not missing, missing
