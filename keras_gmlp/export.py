@@ -124,7 +124,7 @@ def export_saved_model(
     >>> import tensorflow as tf  # in any TensorFlow process
     >>> loaded = tf.saved_model.load(folder)
     >>> loaded.serve(tf.zeros((1, 8, 8, 3), tf.uint8)).shape
-    TensorShape([1, 2])
+    (1, 2)
     """
     serving = serving_model(
         model, input_shape, input_dtype, preprocessing, activation

@@ -1,20 +1,40 @@
 """Every `>>>` example in the package's docstrings runs as a doctest.
 
 The examples see only `keras`, `keras_gmlp` and `np`, as a user who
-copies one does. An example that cannot run here (it needs a download, a
-dataset or a cluster) is a plain ```python block, not `>>>`.
+copies one does, and run under the backend of the test session. An
+example that cannot run here (it needs a download, a dataset or a
+cluster) is a plain ```python block, not `>>>`.
 """
 
 import doctest
 import importlib
 import inspect
 import pkgutil
+import re
 
 import keras
 import numpy as np
 import pytest
 
 import keras_gmlp
+
+# A shape prints as a tuple under JAX and numpy, as `TensorShape([2, 3])`
+# under TensorFlow and `torch.Size([2, 3])` under torch: the examples show
+# the tuple, and the check reads the other two as tuples too.
+BACKEND_SHAPE = re.compile(r"(?:TensorShape|torch\.Size)\(\[([^\]]*)\]\)")
+
+
+def as_tuple(match):
+    dimensions = [d.strip() for d in match.group(1).split(",") if d.strip()]
+    if len(dimensions) == 1:
+        return f"({dimensions[0]},)"
+    return f"({', '.join(dimensions)})"
+
+
+class ShapeChecker(doctest.OutputChecker):
+    def check_output(self, want, got, optionflags):
+        got = BACKEND_SHAPE.sub(as_tuple, got)
+        return super().check_output(want, got, optionflags)
 
 
 def package_modules():
@@ -62,6 +82,7 @@ def test_docstring_example_runs(test, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # an example that writes files writes here
     test.globs = {"keras": keras, "keras_gmlp": keras_gmlp, "np": np}
     runner = doctest.DocTestRunner(
+        checker=ShapeChecker(),
         optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
     )
     output = []
