@@ -83,7 +83,7 @@ def test_docstring_example_runs(test, tmp_path, monkeypatch):
     test.globs = {"keras": keras, "keras_gmlp": keras_gmlp, "np": np}
     runner = doctest.DocTestRunner(
         checker=ShapeChecker(),
-        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE,
     )
     output = []
     result = runner.run(test, out=output.append, clear_globs=True)
