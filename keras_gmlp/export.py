@@ -51,9 +51,15 @@ def serving_model(
 
     Example:
 
+    >>> from keras_gmlp.export import serving_model
+    >>> classifier = keras_gmlp.models.image_classifier(
+    ...     num_classes=2, image_size=8, patch_size=4, num_layers=1,
+    ...     hidden_dim=4, ffn_dim=8)
     >>> serving = serving_model(
     ...     classifier, input_dtype="uint8",
     ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
+    >>> serving(np.zeros((1, 8, 8, 3), "uint8")).shape
+    (1, 2)
     """
     if input_shape is None:
         input_shape = tuple(model.inputs[0].shape[1:])
@@ -107,12 +113,18 @@ def export_saved_model(
 
     Example:
 
-    >>> export_saved_model(
-    ...     classifier, "runs/a/saved_model", input_dtype="uint8",
+    >>> import tempfile
+    >>> from keras_gmlp.export import export_saved_model
+    >>> classifier = keras_gmlp.models.image_classifier(
+    ...     num_classes=2, image_size=8, patch_size=4, num_layers=1,
+    ...     hidden_dim=4, ffn_dim=8)
+    >>> folder = export_saved_model(
+    ...     classifier, tempfile.mkdtemp(), input_dtype="uint8",
     ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
-    >>> # In any TensorFlow process:
-    >>> serve = tf.saved_model.load("runs/a/saved_model").serve
-    >>> probabilities = serve(tf.zeros((1, 32, 32, 3), tf.uint8))
+    >>> import tensorflow as tf  # in any TensorFlow process
+    >>> loaded = tf.saved_model.load(folder)
+    >>> loaded.serve(tf.zeros((1, 8, 8, 3), tf.uint8)).shape
+    (1, 2)
     """
     serving = serving_model(
         model, input_shape, input_dtype, preprocessing, activation

@@ -67,9 +67,18 @@ def generate(
 
     Example:
 
-    >>> model = keras_gmlp.models.causal_lm("gmlp_tiny")
+    >>> from keras_gmlp.generation import generate
+    >>> model = keras_gmlp.models.causal_lm(
+    ...     vocabulary_size=50, sequence_length=16, num_layers=2,
+    ...     hidden_dim=8, ffn_dim=16)
     >>> generate(model, [2, 17, 42], max_new_tokens=5).shape
     (8,)
+    >>> prompts = [[0, 2, 17, 42], [0, 0, 5, 9]]  # left-padded
+    >>> generated = generate(model, prompts, max_new_tokens=3)
+    >>> generated.shape
+    (2, 7)
+    >>> generated[:, :4].tolist()
+    [[0, 2, 17, 42], [0, 0, 5, 9]]
     """
     if strategy not in STRATEGIES:
         raise ValueError(

@@ -83,6 +83,7 @@ def adamw(
 
     Example:
 
+    >>> from keras_gmlp.training.optimizers import adamw
     >>> model = keras_gmlp.models.masked_lm(
     ...     vocabulary_size=10, sequence_length=4, num_layers=1,
     ...     hidden_dim=4, ffn_dim=8)
