@@ -10,6 +10,7 @@ from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
 from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.training.optimizers import NO_DECAY_NAMES
 from keras_gmlp.training.optimizers import adamw
 
 # The task arguments that `from_preset` of a named preset accepts, with the
@@ -194,6 +195,24 @@ class GMLPImageClassifier(ImageClassifier):
         Task.compile(
             self, optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
+
+    def compile_from_config(self, config):
+        # Keras skips an overridden `compile()` when loading a `.keras`
+        # file; this one takes the saved settings, so a reloaded task
+        # keeps its optimizer (and its state) instead of the defaults.
+        config = keras.saving.deserialize_keras_object(config)
+        optimizer = config.get("optimizer")
+        if isinstance(optimizer, keras.optimizers.AdamW):
+            # Keras does not save which variables skip weight decay.
+            optimizer.exclude_from_weight_decay(
+                var_list=[
+                    v for v in self.trainable_variables if len(v.shape) <= 1
+                ],
+                var_names=list(NO_DECAY_NAMES),
+            )
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
