@@ -79,7 +79,7 @@ class GMLPImageBackbone(Backbone):
     >>> backbone = keras_gmlp.models.GMLPImageBackbone.from_preset(
     ...     "gmlp_micro4_32")
     >>> backbone.output_shape
-    (None, 64, 128)
+    (None, 64, 64)
 
     References:
         - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
