@@ -1,6 +1,5 @@
 import keras
 import numpy as np
-import pytest
 from keras_hub.src.tests.test_case import TestCase
 
 from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
@@ -55,10 +54,6 @@ class GMLPImageConverterTest(TestCase):
         )(image)
         self.assertLess(float(keras.ops.min(squeezed)), 0.0)
 
-    @pytest.mark.skipif(
-        keras.config.backend() == "torch",
-        reason="torch's bicubic and bilinear agree on this grid",
-    )
     def test_interpolation_is_configurable(self):
         image = np.random.default_rng(1).integers(0, 256, size=(1, 9, 9, 3))
         image = image.astype("float32")
