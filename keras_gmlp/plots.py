@@ -117,6 +117,8 @@ def _spatial_weight(spatial_gating_unit):
 
 
 def _block_layers(model):
+    # A classifier's blocks live in its backbone.
+    model = getattr(model, "backbone", model)
     layers = [
         layer for layer in model.layers if layer.name.startswith("block_")
     ]

@@ -278,11 +278,15 @@ def main(argv=None, callbacks=None):
         model = models.image_classifier(args.preset, **config)
         if args.mixed_precision != "none":
             # Keras' advice for mixed precision: float32 outputs, for a
-            # stable loss (and TensorFlow's top-k metric needs them).
-            logits = keras.layers.Activation(
-                "linear", dtype="float32", name="logits_float32"
-            )(model.outputs[0])
-            model = keras.Model(model.inputs, logits, name=model.name)
+            # stable loss (and TensorFlow's top-k metric needs them): the
+            # same task with a float32 head.
+            model = type(model)(
+                backbone=model.backbone,
+                num_classes=model.num_classes,
+                dropout=model.dropout,
+                head_dtype="float32",
+                name=model.name,
+            )
     image_size = tuple(model.inputs[0].shape[1:3])
     augment = augment_config(args)
     train = images.batches(

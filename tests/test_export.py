@@ -59,7 +59,7 @@ def test_exports_serve_the_keras_models_outputs(tmp_path, rng):
         ffn_dim=16,
     )
     # Move W away from its near-zero initial values.
-    for layer in image_model.layers:
+    for layer in image_model.backbone.layers:
         if layer.name.startswith("block_"):
             unit = layer.spatial_gating_unit
             unit.kernel.assign(rng.normal(size=unit.kernel.shape) * 0.3)

@@ -69,6 +69,9 @@ def timm_weight_map(num_layers):
 
 
 def _variable(model, layer_name, attribute):
+    backbone = getattr(model, "backbone", None)
+    if layer_name != "head" and backbone is not None:
+        model = backbone
     target = model.get_layer(layer_name)
     for part in attribute.split("."):
         target = getattr(target, part)
@@ -107,9 +110,9 @@ def load_timm_weights(model, state_dict):
     load_timm_weights(model, timm_model.state_dict())
     ```
     """
-    num_layers = sum(
-        1 for layer in model.layers if layer.name.startswith("block_")
-    )
+    # The blocks live in the classifier's backbone.
+    layers = getattr(model, "backbone", model).layers
+    num_layers = sum(1 for layer in layers if layer.name.startswith("block_"))
     entries = timm_weight_map(num_layers)
     expected = {name for name, _, _ in entries}
     missing = sorted(expected - set(state_dict))

@@ -46,9 +46,10 @@ def test_image_drop_path_rises_linearly():
 def test_preset_keywords_override_the_table():
     model = models.image_classifier("gmlp_s16_224", num_layers=2, num_classes=7)
     assert model.output_shape == (None, 7)
-    assert (
-        len([x for x in model.layers if isinstance(x, layers.GMLPBlock)]) == 2
-    )
+    blocks = [
+        x for x in model.backbone.layers if isinstance(x, layers.GMLPBlock)
+    ]
+    assert len(blocks) == 2
 
 
 @pytest.mark.parametrize(
