@@ -228,3 +228,24 @@ def backbone_config(preset=None, **config):
     if config["name"] is None:
         del config["name"]
     return config
+
+
+def task_from_paper_preset(cls, preset, **kwargs):
+    """Builds a text task of class `cls` on a configuration of `PRESETS`.
+
+    Args:
+        cls: a gMLP text task class.
+        preset: str. A text preset name of `keras_gmlp.PRESETS`.
+        **kwargs: backbone overrides (any `GMLPTextBackbone` argument but
+            `name`) and task arguments (`preprocessor`, `num_classes` ...).
+
+    Returns:
+        An instance of `cls` with a randomly initialised backbone.
+    """
+    backbone_kwargs = {
+        key: kwargs.pop(key)
+        for key in list(kwargs)
+        if key in BACKBONE_DEFAULTS and key != "name"
+    }
+    backbone = cls.backbone_cls(**backbone_config(preset, **backbone_kwargs))
+    return cls(backbone=backbone, **kwargs)

@@ -103,8 +103,10 @@ class GMLPTextBackboneTest(TestCase):
         model = models.masked_lm(**TINY, attention_dim=4)
         backbone = GMLPTextBackbone(**TINY, attention_dim=4)
         backbone.set_weights(
-            [np.random.default_rng(i).normal(size=w.shape) * 0.3
-             for i, w in enumerate(backbone.get_weights())]
+            [
+                np.random.default_rng(i).normal(size=w.shape) * 0.3
+                for i, w in enumerate(backbone.get_weights())
+            ]
         )
         model.set_weights(backbone.get_weights())
         # The builder masks token id 0, the backbone its padding_mask.
@@ -126,7 +128,7 @@ class GMLPTextBackboneTest(TestCase):
         self.assertTrue(tiny.causal)
         with self.assertRaisesRegex(ValueError, "image"):
             GMLPTextBackbone.from_preset("gmlp_s16_224")
-        with self.assertRaises(Exception):
+        with self.assertRaisesRegex(ValueError, "clowntown"):
             GMLPTextBackbone.from_preset("clowntown")
 
     def test_local_preset(self):
