@@ -129,7 +129,7 @@ class GMLPMaskedLMTest(TestCase):
             mask_selection_rate=1.0,
             mask_token_rate=1.0,
             random_token_rate=0.0,
-            mask_selection_length=3,
+            mask_selection_length=5,
         )
         self.backbone = GMLPTextBackbone(
             vocabulary_size=len(VOCABULARY),
@@ -148,7 +148,7 @@ class GMLPMaskedLMTest(TestCase):
             cls=GMLPMaskedLM,
             init_kwargs=self.init_kwargs,
             train_data=self.train_data,
-            expected_output_shape=(2, 3, len(VOCABULARY)),
+            expected_output_shape=(2, 5, len(VOCABULARY)),
         )
 
     def test_logits_are_the_tied_embedding_at_mask_positions(self):
@@ -179,7 +179,7 @@ class GMLPMaskedLMTest(TestCase):
             preprocessor=self.preprocessor,
         )
         self.assertEqual(tiny.backbone.attention_dim, 32)
-        self.assertEqual(tiny.predict(["the fox"], verbose=0).shape, (1, 3, 12))
+        self.assertEqual(tiny.predict(["the fox"], verbose=0).shape, (1, 5, 12))
 
     @pytest.mark.filterwarnings("ignore::UserWarning")
     def test_fit_on_raw_strings_lowers_the_loss(self):
