@@ -24,7 +24,9 @@ class GMLPTextClassifierPreprocessor(TextClassifierPreprocessor):
         **kwargs: base layer arguments.
 
     Call arguments:
-        x: a string or a batch of strings, or a tuple of two for pairs.
+        x: a string or a batch of strings, or a tuple of two for pairs
+            (passed as `x=(first, second)`: a positional tuple is read as
+            `(x, y)`).
         y: labels, or `None`.
         sample_weight: sample weights, or `None`.
 
@@ -41,7 +43,7 @@ class GMLPTextClassifierPreprocessor(TextClassifierPreprocessor):
     ...     keras_gmlp.GMLPTokenizer(vocabulary=vocabulary),
     ...     sequence_length=8,
     ... )
-    >>> x = preprocessor(("the fox.", "quick"))
+    >>> x = preprocessor(x=("the fox.", "quick"))
     >>> keras.ops.convert_to_numpy(x["token_ids"]).tolist()
     [2, 5, 8, 9, 3, 6, 3, 0]
     """
