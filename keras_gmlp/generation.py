@@ -16,6 +16,25 @@ def _blocks(model):
     ]
 
 
+def _token_predictor(model):
+    """A function from a token-id buffer to logits for `model`.
+
+    A builder's model takes the ids; a `GMLPCausalLM` takes a dict of ids
+    and padding mask, and is run through a plain functional view of its
+    graph, so that no preprocessor is applied.
+    """
+    if not isinstance(model.input, dict):
+        return model.predict_on_batch
+    plain = keras.Model(model.input, model.output)
+
+    def predict(tokens):
+        return plain.predict_on_batch(
+            {"token_ids": tokens, "padding_mask": tokens != 0}
+        )
+
+    return predict
+
+
 def model_sequence_length(model):
     """The largest number of tokens a gMLP text model accepts, or `None`."""
     lengths = [block.sequence_length for block in _blocks(model)]
@@ -41,8 +60,8 @@ def generate(
     cannot change those logits, and the fixed shape is compiled once.
 
     Args:
-        model: a `keras_gmlp.models.causal_lm` model (token ids to
-            next-token logits).
+        model: a `keras_gmlp.GMLPCausalLM`, or a functional model from
+            token ids to next-token logits.
         prompt_ids: int array-like `(tokens,)` or `(batch, tokens)`, at
             least one token per prompt, all prompts of the same length.
         max_new_tokens: int. Tokens to generate.
@@ -109,8 +128,9 @@ def generate(
     tokens = np.zeros((batch, total), "int32")
     tokens[:, :prompt_length] = prompt
     finished = np.zeros(batch, bool)
+    predict = _token_predictor(model)
     for position in range(prompt_length, total):
-        logits = model.predict_on_batch(tokens)
+        logits = predict(tokens)
         logits = keras.ops.convert_to_numpy(logits)[:, position - 1]
         logits = logits.astype("float64") / temperature
         if strategy == "greedy":
