@@ -174,8 +174,8 @@ class GMLPCausalLM(CausalLM):
             A dict of `"token_ids"` and `"padding_mask"`, the mask `False`
             after each row's stop token.
         """
-        token_ids = inputs["token_ids"]
-        padding_mask = inputs["padding_mask"]
+        token_ids = ops.convert_to_tensor(inputs["token_ids"], "int32")
+        padding_mask = ops.convert_to_tensor(inputs["padding_mask"])
         hidden_states, cache = self._build_cache(token_ids)
         row_lengths = ops.sum(ops.cast(padding_mask, "int32"), axis=-1)
         index = ops.min(row_lengths)

@@ -103,7 +103,7 @@ class GMLPTextBackbone(Backbone):
     >>> backbone(inputs).shape
     (2, 12, 8)
     >>> keras_gmlp.GMLPTextBackbone.from_preset("gmlp_base").count_params()
-    130309632
+    130073552
 
     References:
         - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)

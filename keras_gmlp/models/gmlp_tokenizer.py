@@ -39,7 +39,7 @@ class GMLPTokenizer(WordPieceTokenizer):
     >>> vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     >>> vocabulary += ["the", "quick", "brown", "fox", "."]
     >>> tokenizer = keras_gmlp.GMLPTokenizer(vocabulary=vocabulary)
-    >>> tokenizer("The quick fox.").tolist()
+    >>> keras.ops.convert_to_numpy(tokenizer("The quick fox.")).tolist()
     [5, 6, 8, 9]
     >>> tokenizer.detokenize([5, 7, 8])
     'the brown fox'
