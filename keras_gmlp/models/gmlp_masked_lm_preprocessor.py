@@ -58,7 +58,7 @@ class GMLPMaskedLMPreprocessor(MaskedLMPreprocessor):
     ...     mask_selection_length=2,
     ... )
     >>> x, y, sample_weight = preprocessor(["the quick brown fox."])
-    >>> sorted(x), np.shape(x["token_ids"])
+    >>> sorted(x), tuple(x["token_ids"].shape)
     (['mask_positions', 'padding_mask', 'token_ids'], (1, 8))
     """
 
@@ -94,7 +94,7 @@ class GMLPMaskedLMPreprocessor(MaskedLMPreprocessor):
         ... )
         >>> packed = np.array([[2, 5, 6, 7, 8, 9, 3, 0]], "int32")
         >>> x, y, sample_weight = preprocessor.mask_packed(packed)
-        >>> np.shape(x["mask_positions"]), np.shape(y)
+        >>> tuple(x["mask_positions"].shape), tuple(y.shape)
         ((1, 2), (1, 2))
         """
         if not self.built:

@@ -100,7 +100,7 @@ class GMLPTextBackbone(Backbone):
     ...     "token_ids": np.ones((2, 12), "int32"),
     ...     "padding_mask": np.ones((2, 12), "int32"),
     ... }
-    >>> backbone(inputs).shape
+    >>> tuple(backbone(inputs).shape)
     (2, 12, 8)
     >>> keras_gmlp.GMLPTextBackbone.from_preset("gmlp_base").count_params()
     130073552
