@@ -475,7 +475,7 @@ def main(argv=None, callbacks=None):
             optimizer=adamw(
                 schedule,
                 weight_decay=args.weight_decay,
-                clipnorm=args.clipnorm,
+                global_clipnorm=args.clipnorm,
                 epsilon=1e-6,
                 model=training_model,
             ),

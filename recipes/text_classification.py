@@ -417,7 +417,7 @@ def main(argv=None):
             optimizer=adamw(
                 schedule,
                 weight_decay=args.weight_decay,
-                clipnorm=args.clipnorm,
+                global_clipnorm=args.clipnorm,
                 model=model,
             ),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

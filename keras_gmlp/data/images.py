@@ -195,6 +195,7 @@ def load_images(name, data_dir=None, label_offset=None):
 
     Example:
 
+    >>> from keras_gmlp.data.images import load_images
     >>> data = load_images("digits")
     >>> data.num_train, data.num_validation, data.num_classes
     (1437, 360, 10)
@@ -760,8 +761,12 @@ def batches(
 
     Example:
 
+    >>> from keras_gmlp.data.images import batches, load_images
     >>> data = load_images("digits")
     >>> train = batches(data, "train", 64, (16, 16), training=True)
+    >>> images, labels = next(iter(train))
+    >>> tuple(images.shape), tuple(labels.shape)
+    ((64, 16, 16, 1), (64, 10))
     """
     from keras_gmlp.data.augment import NO_AUGMENTATION
     from keras_gmlp.data.augment import ImageAugmenter

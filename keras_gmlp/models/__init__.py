@@ -17,6 +17,7 @@ from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
 )
 from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
 from keras_gmlp.models.image_classifier import image_classifier
+from keras_gmlp.models.last_token_pooling import LastTokenPooling
 from keras_gmlp.models.masked_lm import masked_lm
 from keras_gmlp.models.masked_lm import text_encoder
 from keras_gmlp.models.presets import PRESETS
@@ -38,6 +39,7 @@ __all__ = [
     "GMLPTextClassifier",
     "GMLPTextClassifierPreprocessor",
     "GMLPTokenizer",
+    "LastTokenPooling",
     "PRESETS",
     "causal_lm",
     "image_classifier",

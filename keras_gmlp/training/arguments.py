@@ -25,9 +25,12 @@ def common_parser(description, **defaults):
 
     Example:
 
+    >>> from keras_gmlp.training.arguments import common_parser
     >>> parser = common_parser("Train gMLP.", epochs=300)
-    >>> parser.add_argument("--preset")
-    >>> args = parser.parse_args(["--epochs", "2"])
+    >>> _ = parser.add_argument("--preset")
+    >>> args = parser.parse_args(["--preset", "gmlp_tiny"])
+    >>> args.epochs, args.preset
+    (300, 'gmlp_tiny')
     """
     parser = argparse.ArgumentParser(
         description=description,
@@ -65,7 +68,10 @@ def common_parser(description, **defaults):
         "--clipnorm",
         type=non_negative_float,
         default=1.0,
-        help="Gradient clipping norm; 0 disables it.",
+        help=(
+            "Clip the global norm of all gradients together to this value "
+            "(not each gradient on its own); 0 disables it."
+        ),
     )
     group.add_argument(
         "--warmup",
@@ -137,6 +143,7 @@ def jit_compile(args):
 
 
 def positive_int(text):
+    """argparse type: an integer >= 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(
@@ -146,6 +153,7 @@ def positive_int(text):
 
 
 def positive_float(text):
+    """argparse type: a number > 0."""
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
@@ -153,6 +161,7 @@ def positive_float(text):
 
 
 def non_negative_float(text):
+    """argparse type: a number >= 0."""
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
@@ -160,6 +169,7 @@ def non_negative_float(text):
 
 
 def probability(text):
+    """argparse type: a number in [0, 1]."""
     value = float(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(

@@ -25,6 +25,7 @@ class Perplexity(keras.metrics.Metric):
 
     Example:
 
+    >>> from keras_gmlp.training.text_metrics import Perplexity
     >>> metric = Perplexity()
     >>> metric.update_state([[1]], [[[0.0, 0.0]]], sample_weight=[[1.0]])
     >>> float(metric.result())  # uniform over 2 tokens
