@@ -1,5 +1,4 @@
 import keras
-from keras import ops
 from keras_hub.src.models.text_classifier import TextClassifier
 
 from keras_gmlp.models.config import task_optimizer
@@ -9,26 +8,7 @@ from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
-
-
-def last_real_token(hidden, padding_mask):
-    """The hidden state of each row's last real token.
-
-    Args:
-        hidden: tensor `(batch, tokens, channels)`.
-        padding_mask: `(batch, tokens)`, nonzero for real tokens; right,
-            left or no padding.
-
-    Returns:
-        Tensor `(batch, channels)`; token 0 for a row of padding only.
-    """
-    real = ops.cast(ops.not_equal(padding_mask, 0), "int32")
-    # 1-based positions of the real tokens, 0 for padding.
-    positions = ops.cumsum(ops.ones_like(real), axis=1) * real
-    last = ops.maximum(ops.max(positions, axis=1, keepdims=True) - 1, 0)
-    zero_based = ops.cumsum(ops.ones_like(real), axis=1) - 1
-    chosen = ops.cast(ops.equal(zero_based, last), hidden.dtype)
-    return ops.sum(hidden * ops.expand_dims(chosen, axis=-1), axis=1)
+from keras_gmlp.models.last_token_pooling import LastTokenPooling
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -40,7 +20,7 @@ class GMLPTextClassifier(TextClassifier):
     pools the first token (`[CLS]`), as the paper and BERT do. A causal
     backbone pools the last real token of each row (the final `[SEP]` of
     the packed text), the only one that has seen the whole text, as GPT
-    classifiers do.
+    classifiers do (`keras_gmlp.models.LastTokenPooling`).
 
     With a `GMLPTextClassifierPreprocessor` attached, `fit()`,
     `evaluate()` and `predict()` take raw strings (or pairs). `compile()`
@@ -106,6 +86,13 @@ class GMLPTextClassifier(TextClassifier):
         # === Layers ===
         self.backbone = backbone
         self.preprocessor = preprocessor
+        self.pooling = None
+        if backbone.causal:
+            # The padding mask is 0 at padding: it marks the real tokens
+            # as token ids would.
+            self.pooling = LastTokenPooling(
+                padding_id=0, dtype=backbone.dtype_policy, name="pooling"
+            )
         self.output_dropout = keras.layers.Dropout(
             dropout, dtype=backbone.dtype_policy, name="output_dropout"
         )
@@ -116,8 +103,8 @@ class GMLPTextClassifier(TextClassifier):
         # === Functional Model ===
         inputs = backbone.input
         hidden = backbone(inputs)
-        if backbone.causal:
-            pooled = last_real_token(hidden, inputs["padding_mask"])
+        if self.pooling is not None:
+            pooled = self.pooling(hidden, inputs["padding_mask"])
         else:
             pooled = hidden[:, 0, :]
         outputs = self.output_dense(self.output_dropout(pooled))
