@@ -1,6 +1,21 @@
-"""Functional model builders of gMLP and aMLP, and their presets."""
+"""gMLP and aMLP models: keras-hub backbones, tasks and preprocessors, the
+functional builders (the short form) and the paper's presets."""
 
 from keras_gmlp.models.causal_lm import causal_lm
+from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
+    GMLPCausalLMPreprocessor,
+)
+from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+    GMLPMaskedLMPreprocessor,
+)
+from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text_classifier import GMLPTextClassifier
+from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
+    GMLPTextClassifierPreprocessor,
+)
+from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
 from keras_gmlp.models.image_classifier import image_classifier
 from keras_gmlp.models.last_token_pooling import LastTokenPooling
 from keras_gmlp.models.masked_lm import masked_lm
@@ -8,7 +23,22 @@ from keras_gmlp.models.masked_lm import text_encoder
 from keras_gmlp.models.presets import PRESETS
 from keras_gmlp.models.text_classifier import text_classifier
 
+# TODO(lead, at merge): import helper IMAGE's GMLPImageBackbone,
+# GMLPImageClassifier, GMLPImageClassifierPreprocessor and
+# GMLPImageConverter here (modules gmlp_image_backbone,
+# gmlp_image_classifier, gmlp_image_classifier_preprocessor,
+# gmlp_image_converter) and add their names to __all__ below and to
+# keras_gmlp/__init__.py.
+
 __all__ = [
+    "GMLPCausalLM",
+    "GMLPCausalLMPreprocessor",
+    "GMLPMaskedLM",
+    "GMLPMaskedLMPreprocessor",
+    "GMLPTextBackbone",
+    "GMLPTextClassifier",
+    "GMLPTextClassifierPreprocessor",
+    "GMLPTokenizer",
     "LastTokenPooling",
     "PRESETS",
     "causal_lm",
