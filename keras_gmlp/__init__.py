@@ -5,6 +5,10 @@ from keras_gmlp import models
 from keras_gmlp.models import PRESETS
 from keras_gmlp.models import GMLPCausalLM
 from keras_gmlp.models import GMLPCausalLMPreprocessor
+from keras_gmlp.models import GMLPImageBackbone
+from keras_gmlp.models import GMLPImageClassifier
+from keras_gmlp.models import GMLPImageClassifierPreprocessor
+from keras_gmlp.models import GMLPImageConverter
 from keras_gmlp.models import GMLPMaskedLM
 from keras_gmlp.models import GMLPMaskedLMPreprocessor
 from keras_gmlp.models import GMLPTextBackbone
@@ -12,9 +16,6 @@ from keras_gmlp.models import GMLPTextClassifier
 from keras_gmlp.models import GMLPTextClassifierPreprocessor
 from keras_gmlp.models import GMLPTokenizer
 
-# TODO(lead, at merge): also export GMLPImageBackbone, GMLPImageClassifier,
-# GMLPImageClassifierPreprocessor and GMLPImageConverter from
-# keras_gmlp.models (helper IMAGE's classes).
 # The recipes' serializable pieces (schedules, losses and metrics, training
 # layers) register themselves, so their checkpoints load after a plain
 # `import keras_gmlp`.
@@ -26,6 +27,10 @@ __version__ = "0.1.0"
 __all__ = [
     "GMLPCausalLM",
     "GMLPCausalLMPreprocessor",
+    "GMLPImageBackbone",
+    "GMLPImageClassifier",
+    "GMLPImageClassifierPreprocessor",
+    "GMLPImageConverter",
     "GMLPMaskedLM",
     "GMLPMaskedLMPreprocessor",
     "GMLPTextBackbone",

@@ -6,6 +6,12 @@ from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
 )
+from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
+from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+    GMLPImageClassifierPreprocessor,
+)
+from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
 from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
     GMLPMaskedLMPreprocessor,
@@ -23,16 +29,13 @@ from keras_gmlp.models.masked_lm import text_encoder
 from keras_gmlp.models.presets import PRESETS
 from keras_gmlp.models.text_classifier import text_classifier
 
-# TODO(lead, at merge): import helper IMAGE's GMLPImageBackbone,
-# GMLPImageClassifier, GMLPImageClassifierPreprocessor and
-# GMLPImageConverter here (modules gmlp_image_backbone,
-# gmlp_image_classifier, gmlp_image_classifier_preprocessor,
-# gmlp_image_converter) and add their names to __all__ below and to
-# keras_gmlp/__init__.py.
-
 __all__ = [
     "GMLPCausalLM",
     "GMLPCausalLMPreprocessor",
+    "GMLPImageBackbone",
+    "GMLPImageClassifier",
+    "GMLPImageClassifierPreprocessor",
+    "GMLPImageConverter",
     "GMLPMaskedLM",
     "GMLPMaskedLMPreprocessor",
     "GMLPTextBackbone",
