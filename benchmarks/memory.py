@@ -126,7 +126,9 @@ def main():
     parser.add_argument("--timm-python", default=vision.TIMM_PYTHON)
     parser.add_argument("--suffix", default="", help="of the results file")
     # Internal: one measurement in this process.
-    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--measure", action="store_true", help=argparse.SUPPRESS
+    )
     parser.add_argument("--model", default="gmlp_ti16_224")
     parser.add_argument("--jit", default="jit")
     parser.add_argument("--precision", default="float32")

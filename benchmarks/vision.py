@@ -242,7 +242,9 @@ def measure_backend(args, model, backend, timm, log):
         if not (backend == "torch" and jit == "jit" and not args.torch_compile)
     ]
     variants = [
-        f"{jit}:{precision}" for precision in args.precisions for jit in jit_modes
+        f"{jit}:{precision}"
+        for precision in args.precisions
+        for jit in jit_modes
     ]
     keras_worker = Worker(
         [
