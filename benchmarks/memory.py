@@ -35,7 +35,10 @@ def keras_measurement(args):
 
     vision.configure_threads(args.threads)
     model = vision.build_variant(
-        args.model, args.image_size, args.jit == "jit", args.precision
+        args.model,
+        args.image_size,
+        vision.JIT_COMPILE[args.jit],
+        args.precision,
     )
     rng = np.random.default_rng(0)
     images = rng.uniform(
@@ -117,7 +120,10 @@ def main():
         choices=vision.BACKENDS,
     )
     parser.add_argument(
-        "--jit-modes", nargs="+", default=["jit"], choices=["jit", "nojit"]
+        "--jit-modes",
+        nargs="+",
+        default=["auto"],
+        choices=list(vision.JIT_COMPILE),
     )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=224)
@@ -171,7 +177,7 @@ def main():
                     {
                         "model": model,
                         "backend": backend,
-                        "jit_compile": jit == "jit",
+                        "jit_compile": vision.JIT_COMPILE[jit],
                         "step_peak_mib": step,
                         "timm_step_peak_mib": timm_step,
                         "step_x_timm": step / timm_step

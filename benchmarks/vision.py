@@ -61,6 +61,8 @@ import bench_header  # noqa: E402
 BACKENDS = ("jax", "tensorflow", "torch")
 TIMM_PYTHON = "/work/timm-venv/bin/python"
 TIMM_PRECISION = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
+# `auto` is Keras' default: XLA on jax and tensorflow, eager on torch.
+JIT_COMPILE = {"jit": True, "nojit": False, "auto": "auto"}
 
 
 # ---------------------------------------------------------------- worker
@@ -119,7 +121,7 @@ def worker(args):
         jit, precision = variant.split(":")
         try:
             model = build_variant(
-                args.model, args.image_size, jit == "jit", precision
+                args.model, args.image_size, JIT_COMPILE[jit], precision
             )
             for _ in range(args.warmup):
                 model.train_on_batch(images, labels)
@@ -325,7 +327,7 @@ def measure_backend(args, model, backend, timm, log):
         row = {
             "model": model,
             "backend": backend,
-            "jit_compile": jit == "jit",
+            "jit_compile": JIT_COMPILE[jit],
             "precision": precision,
             "native_bf16": None,
         }
@@ -478,7 +480,7 @@ def profile(args):
 
     backend = os.environ["KERAS_BACKEND"]
     configure_threads(args.threads)
-    jit = args.jit[0] == "jit"
+    jit = JIT_COMPILE[args.jit[0]]
     model = build_variant(args.model, args.image_size, jit, "float32")
     rng = np.random.default_rng(0)
     images = rng.uniform(
@@ -537,8 +539,8 @@ def main():
         "--jit",
         nargs="+",
         default=["jit", "nojit"],
-        choices=["jit", "nojit"],
-        help="jit_compile=True and/or False",
+        choices=list(JIT_COMPILE),
+        help="jit_compile=True, False and/or 'auto' (Keras' default)",
     )
     parser.add_argument(
         "--torch-compile",
