@@ -28,6 +28,10 @@ shared, so absolute timings drift):
   i.e. 1.33 G (gMLP-Ti, d = 128, f = 768) and 4.39 G (gMLP-S, d = 256,
   f = 1536); FLOPs = 2 x that, a training step 3 x the forward: 7.97 and
   26.4 GFLOP per image. timm's MFU uses the same count and timm's torch.
+- `x timm cpu`: the same ratio per CPU-second of each process (images/s
+  / cores): on a shared machine the two processes get different shares of
+  the cores, and this ratio was much steadier round to round (the wall
+  ratios of one run spread 1.2-3.0, these 0.89-1.04).
 - `cores`: process CPU seconds / wall seconds during the step, the number
   of cores the step kept busy (2 at most here, less under load).
 
@@ -35,10 +39,39 @@ bfloat16 needs a CPU with AVX512-BF16 or AMX to be fast; the run reads
 /proc/cpuinfo and marks the bfloat16 rows when the CPU has neither.
 
 Where the time goes (profiles of a gMLP-Ti training step, batch 8; run
-`--profile` for the backend's trace; findings in the module's FINDINGS
-below, measured on the 2-core Xeon without AVX512-BF16/AMX):
+`--profile` for a backend's step time and torch's profiler table),
+measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
 
-FINDINGS
+- JAX (XLA:CPU, `jit_compile` auto), `jax.profiler` trace read back with
+  `jax.profiler.ProfileData`: 43 % of the step's XLA time is in 150
+  `copy_bitcast_fusion` kernels and only 26 % in the matmuls
+  (`ynn_fusion`, YNNPACK). The optimised HLO (`XLA_FLAGS=--xla_dump_to`)
+  shows why: the fusion that writes the transposed gradient of a block's
+  pre-norm input (`f32[128, 1568]`) recomputes, elementwise, the
+  LayerNorm-backward / residual-gradient chain of every later block (about
+  200 operands for block 3, `transpose(jvp(block_N))/norm/add_any`), so the
+  backward does work quadratic in depth (about 15,000 multiplies in the
+  module); these kernels take 28 ms for the last blocks and 116 ms for the
+  first. `--xla_cpu_use_fusion_emitters=false` and
+  `--xla_cpu_experimental_ynn_fusion_type=` leave the duplication in place
+  (same HLO multiply count); `--xla_cpu_use_multi_output_fusion=false`
+  crashed. Not a thread setting: a fusion decision on this graph, to be
+  fixed in the model/layer code (cutting the chain), not here. Compiling
+  the step takes 100-145 s.
+- The issue's "JAX runs the matmul on one core": not reproduced. A 2048^3
+  float32 `jnp.matmul` spread its CPU time over XLA's threads (shares 0.68 /
+  0.25 / 0.06 of one run; TensorFlow 0.50 / 0.50, torch 0.52 / 0.48).
+  With the machine's load at 6-9 every process got 0.3-0.5 cores, and
+  `--xla_cpu_multi_thread_eigen=false`, `--xla_cpu_use_xnnpack=true`,
+  `--xla_cpu_use_onednn=true` and `taskset -c 0` all gave 18-40 GFLOP/s,
+  within the noise of the default (27-39): no setting was clearly faster,
+  so `keras_gmlp/backend_settings.py` was not written.
+- torch with `jit_compile=True` (torch.compile): compiling the 30-block
+  training step had not finished after 14 minutes (inductor building C++
+  kernels on the loaded machine); left out unless `--torch-compile`.
+- Per CPU-second, the TensorFlow and torch training steps are at about
+  timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x, consistent with the
+  duplicated backward work above; inference 0.75 (jax) to 0.91 (torch).
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
@@ -339,6 +372,19 @@ def measure_backend(args, model, backend, timm, log):
                 if s["keras_images_per_s"] and s["timm_images_per_s"]
             ]
             row[f"{mode}_x_timm"] = bench_header.median(ratios)
+            # Per CPU-second: fair when the shared machine gives the two
+            # processes different shares of the cores.
+            row[f"{mode}_x_timm_cpu"] = bench_header.median(
+                [
+                    (s["keras_images_per_s"] / s["keras_cores"])
+                    / (s["timm_images_per_s"] / s["timm_cores"])
+                    for s in own
+                    if s["keras_images_per_s"]
+                    and s["timm_images_per_s"]
+                    and s["keras_cores"]
+                    and s["timm_cores"]
+                ]
+            )
             row[f"{mode}_images_per_s"] = bench_header.median(
                 [s["keras_images_per_s"] for s in own]
             )
@@ -396,6 +442,8 @@ COLUMNS = [
     "precision",
     "train_x_timm",
     "infer_x_timm",
+    "train_x_timm_cpu",
+    "infer_x_timm_cpu",
     "train_mfu",
     "timm_train_mfu",
     "train_cores",
