@@ -308,13 +308,18 @@ class SpatialGatingUnit(keras.layers.Layer):
             zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
             x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
             x_real, x_imag = ops.rfft(x)
-        y = ops.irfft(
-            (
-                x_real * taps_real - x_imag * taps_imag,
-                x_real * taps_imag + x_imag * taps_real,
-            ),
-            fft_length=fft_length,
-        )
+        if keras.config.backend() == "jax":
+            # A complex product: XLA turns the taps' gradient of the real
+            # and imaginary parts into slow reductions over the channels
+            # (2.4x slower backward at n = 8192, measured).
+            product = ops.view_as_complex(
+                ops.stack([x_real, x_imag], axis=-1)
+            ) * ops.view_as_complex(ops.stack([taps_real, taps_imag], axis=-1))
+            y_real, y_imag = ops.real(product), ops.imag(product)
+        else:
+            y_real = x_real * taps_real - x_imag * taps_imag
+            y_imag = x_real * taps_imag + x_imag * taps_real
+        y = ops.irfft((y_real, y_imag), fft_length=fft_length)
         y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
         bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
         return ops.cast(y + bias[:, None], dtype)

@@ -256,3 +256,27 @@ def test_config_round_trip_keeps_the_method():
 def test_invalid_method(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SpatialGatingUnit(**kwargs)
+
+
+def test_masked_lm_of_8192_tokens_takes_a_training_step(rng):
+    from keras_gmlp.models import masked_lm
+
+    length = 8192
+    model = masked_lm(
+        vocabulary_size=50,
+        sequence_length=length,
+        num_layers=1,
+        hidden_dim=16,
+        ffn_dim=32,
+    )
+    unit = model.get_layer("block_0").spatial_gating_unit
+    assert unit.uses_fft(length)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    ids = rng.integers(1, 50, size=(1, length)).astype("int32")
+    kernel = keras.ops.convert_to_numpy(unit.kernel)
+    loss = model.train_on_batch(ids, ids)
+    assert np.isfinite(loss)
+    assert np.abs(keras.ops.convert_to_numpy(unit.kernel) - kernel).max() > 0
