@@ -16,22 +16,38 @@ median and the speed-up over the materialised Toeplitz product of the same
 run. It also checks the FFT against the materialised product at every
 length it runs both (random weights).
 
-Where the time goes (measured before optimising, n = 4096, 128 gated
-channels, batch 1, 2-core Xeon shared with other jobs; `/tmp`-style
-micro-timings of each piece, jit-compiled per backend):
+Where the time goes (found before optimising with per-piece micro-timings,
+jit-compiled per backend, n = 4096 and 8192, 128 gated channels, batch 1;
+2-core Xeon shared with other jobs, so only ratios):
 
-- The materialised Toeplitz forward is dominated by building `W`, not by
-  the product: the gather of n^2 entries took 1.2x the `W @ v` einsum under
-  JAX, 4.5x under TensorFlow and 8.7x under torch. Its backward adds a
-  scatter-add of the n^2 gradient entries into the 2n - 1 taps (JAX 0.23 s,
-  TensorFlow 0.28 s, torch 2.0 s), again more than the product's own
-  backward under torch. Time and memory are O(n^2): at n = 16384 `W`, its
-  int32 offsets and its gradient take 1 GiB each.
-- The FFT path costs two real FFTs of length L = 2n per channel (rfft of
-  `v`, irfft of the product), one of the taps, two transposes of the token
-  axis to the last (keras.ops FFTs act on the last axis) and an elementwise
-  complex product: under JAX the rfft + irfft pair was 60 % of the forward,
-  the rest the transposes, padding and product.
+- Materialised Toeplitz: building `W` costs more than multiplying by it.
+  The gather of n^2 taps took 1.2x the `W @ v` einsum under JAX, 4.5x under
+  TensorFlow and 8.7x under torch, and its backward is a scatter-add of n^2
+  gradient entries into 2n - 1 taps (JAX 0.23 s, TensorFlow 0.28 s, torch
+  2.0 s at n = 4096): more than the product's own backward. O(n^2) time
+  and memory: at n = 16384, `W`, its int32 offsets and its gradient take
+  1 GiB each, which is why the default stops the materialised product at
+  8192 here.
+- FFT path: two real FFTs of length L = 2n per channel, one of the taps,
+  an elementwise complex product, and the token axis moved last and back
+  (keras.ops FFTs act on the last axis). Under JAX the transposes cost as
+  much as the FFTs (XLA fuses the transpose with the zero padding into a
+  slow loop: 300-400 ms vs 70 ms for a plain transpose at 1536 channels),
+  and XLA turned the taps' gradient of a product written in real and
+  imaginary parts into slow reductions over the channels: a complex
+  product made the backward 2.4x faster, so the layer uses it under JAX
+  (under TensorFlow and torch the real form was faster and is kept).
+- torch on a machine shared by other jobs: its two OpenMP threads wait on
+  each other, and the many small elementwise ops of the FFT path (and
+  Keras' per-call overhead) suffer most: a 1M-element multiply took 22 ms
+  on two threads and 0.7 ms on one. The torch figures are therefore given
+  for the default threads and for `OMP_NUM_THREADS=1`
+  (`spatial_gating_1thread_torch.json`); the crossover uses the latter.
+- The crossover grows with the width: with 128 gated channels the FFT was
+  faster from n = 512 on every backend, with 1536 gated channels (gMLP-base
+  text) from 1024 (JAX, TensorFlow) and 2048 (torch), because the gather
+  that the FFT saves does not grow with the channels while the product
+  does. `FFT_CROSSOVER` in the layer takes the wide figures.
 
 Usage:
     KERAS_BACKEND=jax python -m benchmarks.spatial_gating --lengths 128 8192
