@@ -81,8 +81,9 @@ def test_inferred_sizes_are_the_ones_timm_recorded(name):
     image = args["img_size"]
     image = tuple(image) if isinstance(image, list) else (image, image)
     stem = model.get_layer("stem")
+    backbone = getattr(model, "backbone", model)
     blocks = [
-        layer for layer in model.layers if layer.name.startswith("block_")
+        layer for layer in backbone.layers if layer.name.startswith("block_")
     ]
     assert stem.patch_size == patch
     assert model.input_shape[1:3] == image
