@@ -6,8 +6,8 @@ tensorflow-datasets dataset such as `glue/sst2` or `glue/mnli`;
 `classification_batches(...)` packs them `[CLS] a [SEP] (b [SEP])` into
 batches of `(token_ids, label)`.
 
-This module imports TensorFlow when it reads tfds or makes batches: import
-it explicitly (`from keras_gmlp.data import labelled_text`).
+Reading tfds and making batches import TensorFlow; reading files does
+not.
 """
 
 import csv
@@ -254,7 +254,13 @@ def load_labelled_text(
 
 
 def classification_batches(
-    rows, tokenizer, sequence_length, batch_size, shuffle, seed=None
+    rows,
+    tokenizer,
+    sequence_length,
+    batch_size,
+    shuffle,
+    seed=None,
+    shuffle_buffer=None,
 ):
     """Packs `[CLS] a [SEP] (b [SEP])` token ids into labelled batches.
 
@@ -266,6 +272,8 @@ def classification_batches(
         batch_size: int. Rows per batch (the last may be smaller).
         shuffle: bool. Whether to shuffle the rows (each pass anew).
         seed: int or `None`. Shuffle seed.
+        shuffle_buffer: int or `None`. Rows shuffled together; `None` for
+            all of them.
 
     Returns:
         A `tf.data.Dataset` of `(token_ids (batch, sequence_length),
@@ -286,7 +294,8 @@ def classification_batches(
         columns = (rows.texts, rows.texts_b)
     dataset = tf.data.Dataset.from_tensor_slices((columns, rows.labels))
     if shuffle:
-        dataset = dataset.shuffle(len(rows), seed=seed)
+        buffer = min(len(rows), shuffle_buffer or len(rows))
+        dataset = dataset.shuffle(buffer, seed=seed)
 
     def pack(texts, labels):
         segments = tuple(tokenizer.tokenize(t) for t in texts)

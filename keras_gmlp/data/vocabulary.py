@@ -6,13 +6,11 @@ always id 0, the id the models mask, followed by the other
 `SPECIAL_TOKENS`. `make_tokenizer` returns keras-hub's WordPiece tokenizer
 over a vocabulary.
 
-This module imports TensorFlow: import it explicitly
-(`from keras_gmlp.data import vocabulary`), never from `keras_gmlp`.
+Learning a vocabulary and tokenizing import TensorFlow (and keras-hub);
+the constants and the file functions do not.
 """
 
 import os
-
-import tensorflow as tf
 
 PAD = "[PAD]"
 UNK = "[UNK]"
@@ -42,6 +40,7 @@ def train_vocabulary(
         ValueError: when `texts` is empty or the size is too small.
     """
     import keras_hub
+    import tensorflow as tf
 
     if vocabulary_size <= len(SPECIAL_TOKENS):
         raise ValueError(
