@@ -32,7 +32,7 @@ def weights(model):
     """Each block's full `(n, n)` spatial weight, as numpy."""
     return [
         keras.ops.convert_to_numpy(layer.spatial_gating_unit.spatial_weight())
-        for layer in model.layers
+        for layer in getattr(model, "backbone", model).layers
         if layer.name.startswith("block_")
     ]
 

@@ -22,6 +22,8 @@ import tempfile
 
 import keras
 
+from keras_gmlp.generation import model_sequence_length
+
 
 def serving_model(
     model,
@@ -49,9 +51,15 @@ def serving_model(
 
     Example:
 
+    >>> from keras_gmlp.export import serving_model
+    >>> classifier = keras_gmlp.models.image_classifier(
+    ...     num_classes=2, image_size=8, patch_size=4, num_layers=1,
+    ...     hidden_dim=4, ffn_dim=8)
     >>> serving = serving_model(
     ...     classifier, input_dtype="uint8",
     ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
+    >>> serving(np.zeros((1, 8, 8, 3), "uint8")).shape
+    (1, 2)
     """
     if input_shape is None:
         input_shape = tuple(model.inputs[0].shape[1:])
@@ -85,9 +93,10 @@ def export_saved_model(
         model: `keras.Model`. The trained model.
         export_dir: str. The SavedModel folder to write.
         input_shape: tuple. Raw input shape without the batch. Defaults to
-            the model's. Give text models their sequence length, e.g.
-            `(512,)`: JAX exports every `None` dimension as symbolic, and
-            the spatial weights need a known length.
+            the model's: a text model then serves any number of tokens up to
+            its `sequence_length` (from JAX too, where the length is a
+            symbolic dimension bounded by `sequence_length`); `(512,)`
+            fixes it.
         input_dtype: str. Raw input dtype (`"uint8"`, `"int32"`). Defaults
             to the model's.
         preprocessing: list of `keras.layers.Layer`. Serializable layers
@@ -104,12 +113,18 @@ def export_saved_model(
 
     Example:
 
-    >>> export_saved_model(
-    ...     classifier, "runs/a/saved_model", input_dtype="uint8",
+    >>> import tempfile
+    >>> from keras_gmlp.export import export_saved_model
+    >>> classifier = keras_gmlp.models.image_classifier(
+    ...     num_classes=2, image_size=8, patch_size=4, num_layers=1,
+    ...     hidden_dim=4, ffn_dim=8)
+    >>> folder = export_saved_model(
+    ...     classifier, tempfile.mkdtemp(), input_dtype="uint8",
     ...     preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1)])
-    >>> # In any TensorFlow process:
-    >>> serve = tf.saved_model.load("runs/a/saved_model").serve
-    >>> probabilities = serve(tf.zeros((1, 32, 32, 3), tf.uint8))
+    >>> import tensorflow as tf  # in any TensorFlow process
+    >>> loaded = tf.saved_model.load(folder)
+    >>> loaded.serve(tf.zeros((1, 8, 8, 3), tf.uint8)).shape
+    (1, 2)
     """
     serving = serving_model(
         model, input_shape, input_dtype, preprocessing, activation
@@ -136,6 +151,45 @@ def export_saved_model(
     return export_dir
 
 
+def jax2tf_arguments(serving):
+    """The `jax2tf.convert` arguments of a JAX export of `serving`.
+
+    A `None` dimension of the input (other than the batch) becomes a
+    symbolic dimension. A gMLP text model accepts at most its
+    `sequence_length` tokens, and its spatial unit compares the length
+    with that limit: the constraint `tokens <= sequence_length` makes the
+    comparison decidable, so the SavedModel serves every length up to
+    `sequence_length`.
+
+    Args:
+        serving: `keras.Model` with one input.
+
+    Returns:
+        A dict of `jax2tf.convert` keyword arguments (empty when every
+        dimension is known).
+    """
+    shape = tuple(serving.inputs[0].shape)
+    if all(dimension is not None for dimension in shape[1:]):
+        return {}
+    limit = model_sequence_length(serving)
+    names, constraints = ["batch"], []
+    for index, dimension in enumerate(shape[1:]):
+        if dimension is not None:
+            names.append(str(dimension))
+            continue
+        name = f"length_{index}"
+        names.append(name)
+        if limit is not None:
+            constraints.append(f"{name} <= {limit}")
+    return {
+        "polymorphic_shapes": [f"({', '.join(names)})"],
+        "polymorphic_constraints": constraints,
+        # Serving needs no gradient, and jax2tf cannot save the one of a
+        # function of symbolic shape.
+        "with_gradient": False,
+    }
+
+
 def _export(serving, export_dir):
     if keras.config.backend() == "jax":
         # Trace on one device: the SavedModel must not depend on the
@@ -143,7 +197,12 @@ def _export(serving, export_dir):
         distribution = keras.distribution.distribution()
         keras.distribution.set_distribution(None)
         try:
-            serving.export(export_dir, format="tf_saved_model", verbose=False)
+            serving.export(
+                export_dir,
+                format="tf_saved_model",
+                verbose=False,
+                jax2tf_kwargs=jax2tf_arguments(serving) or None,
+            )
         finally:
             keras.distribution.set_distribution(distribution)
         return

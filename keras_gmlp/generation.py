@@ -37,14 +37,18 @@ def generate(
 
     Each step runs the model on a fixed-length buffer (the prompt, the
     tokens generated so far and `[PAD]` after them) and reads the logits at
-    the last filled position: with a causal model the positions after it
-    cannot change those logits, and the fixed shape is compiled once.
+    each row's last filled position: with a causal model the positions
+    after it cannot change those logits, and the fixed shape is compiled
+    once. Left-padded prompts are moved to the start of the buffer, so
+    that a prompt gives the same tokens padded or alone.
 
     Args:
         model: a `keras_gmlp.models.causal_lm` model (token ids to
             next-token logits).
-        prompt_ids: int array-like `(tokens,)` or `(batch, tokens)`, at
-            least one token per prompt, all prompts of the same length.
+        prompt_ids: int array-like `(tokens,)` or `(batch, tokens)`.
+            Prompts of different lengths are padded on the left with `0`
+            (`[PAD]`); each row is generated as its prompt alone would be.
+            Every row needs at least one real (non-zero) token.
         max_new_tokens: int. Tokens to generate.
         strategy: str. `"greedy"` (the most likely token) or `"top_k"`
             (sampled among the `top_k` most likely). Defaults to
@@ -58,13 +62,23 @@ def generate(
 
     Returns:
         An int32 numpy array `(batch, tokens + max_new_tokens)` (or
-        `(tokens + max_new_tokens,)` for a 1-D prompt).
+        `(tokens + max_new_tokens,)` for a 1-D prompt): each row is its
+        (left-padded) prompt followed by its new tokens.
 
     Example:
 
-    >>> model = keras_gmlp.models.causal_lm("gmlp_tiny")
+    >>> from keras_gmlp.generation import generate
+    >>> model = keras_gmlp.models.causal_lm(
+    ...     vocabulary_size=50, sequence_length=16, num_layers=2,
+    ...     hidden_dim=8, ffn_dim=16)
     >>> generate(model, [2, 17, 42], max_new_tokens=5).shape
     (8,)
+    >>> prompts = [[0, 2, 17, 42], [0, 0, 5, 9]]  # left-padded
+    >>> generated = generate(model, prompts, max_new_tokens=3)
+    >>> generated.shape
+    (2, 7)
+    >>> generated[:, :4].tolist()
+    [[0, 2, 17, 42], [0, 0, 5, 9]]
     """
     if strategy not in STRATEGIES:
         raise ValueError(
@@ -96,33 +110,55 @@ def generate(
             f"Received prompt_ids of shape {prompt.shape}; expected "
             "(tokens,) or (batch, tokens) with at least one token."
         )
-    batch, prompt_length = prompt.shape
-    total = prompt_length + max_new_tokens
+    batch, width = prompt.shape
+    # Left padding: each row's real tokens start after its leading [PAD]s.
+    # The rows are realigned so that every prompt starts at position 0 (a
+    # causal model then sees exactly the unpadded prompt) and put back in
+    # the caller's layout at the end.
+    real = prompt != 0
+    if not real.any(axis=1).all():
+        row = int(np.flatnonzero(~real.any(axis=1))[0])
+        raise ValueError(
+            f"Prompt row {row} holds only padding (token id 0); expected at "
+            "least one real token per prompt."
+        )
+    padding = real.argmax(axis=1)
+    lengths = width - padding
+    total = int(lengths.max()) + max_new_tokens
     limit = model_sequence_length(model)
     if limit is not None and total > limit:
         raise ValueError(
-            f"A prompt of {prompt_length} tokens plus max_new_tokens="
+            f"A prompt of {int(lengths.max())} tokens plus max_new_tokens="
             f"{max_new_tokens} makes {total} tokens; the model takes at most "
             f"{limit} (its sequence_length)."
         )
     rng = np.random.default_rng(seed)
+    rows = np.arange(batch)
     tokens = np.zeros((batch, total), "int32")
-    tokens[:, :prompt_length] = prompt
+    for row in rows:
+        tokens[row, : lengths[row]] = prompt[row, padding[row] :]
     finished = np.zeros(batch, bool)
-    for position in range(prompt_length, total):
+    for step in range(max_new_tokens):
+        positions = lengths + step
         logits = model.predict_on_batch(tokens)
-        logits = keras.ops.convert_to_numpy(logits)[:, position - 1]
+        logits = keras.ops.convert_to_numpy(logits)[rows, positions - 1]
         logits = logits.astype("float64") / temperature
         if strategy == "greedy":
             chosen = logits.argmax(axis=-1)
         else:
             chosen = _sample_top_k(logits, top_k, rng)
         chosen = np.where(finished, 0, chosen)
-        tokens[:, position] = chosen
+        tokens[rows, positions] = chosen
         if end_token_id is not None:
             finished |= chosen == end_token_id
             if finished.all():
                 break
+    output = np.zeros((batch, width + max_new_tokens), "int32")
+    for row in rows:
+        output[row, padding[row] :] = tokens[
+            row, : lengths[row] + max_new_tokens
+        ]
+    tokens = output
     return tokens[0] if single else tokens
 
 

@@ -34,8 +34,14 @@ def plot_history(history, path, title=None):
 
     Example:
 
-    >>> plot_history({"loss": [1.0, 0.5], "val_loss": [1.1, 0.7]}, "c.png")
+    >>> import os, tempfile
+    >>> from keras_gmlp.plots import plot_history
+    >>> path = os.path.join(tempfile.mkdtemp(), "curves.png")
+    >>> history = {"loss": [1.0, 0.5], "val_loss": [1.1, 0.7]}
+    >>> plot_history(history, path)
     ['loss']
+    >>> os.path.exists(path)
+    True
     """
     metrics = [
         k
@@ -111,6 +117,8 @@ def _spatial_weight(spatial_gating_unit):
 
 
 def _block_layers(model):
+    # A classifier's blocks live in its backbone.
+    model = getattr(model, "backbone", model)
     layers = [
         layer for layer in model.layers if layer.name.startswith("block_")
     ]
@@ -151,6 +159,7 @@ def spatial_locality(weight, grid_shape, center="median"):
 
     Example:
 
+    >>> from keras_gmlp.plots import spatial_locality
     >>> spatial_locality(np.eye(16), (4, 4))["ratio"]
     0.0
     """

@@ -48,6 +48,9 @@ def tiny_attention(x, qkv_kernel, qkv_bias, out_kernel, out_bias, mask=None):
     qkv = x @ qkv_kernel + qkv_bias
     q, k, v = qkv[..., :d], qkv[..., d : 2 * d], qkv[..., 2 * d :]
     scores = np.einsum("bid,bjd->bij", q, k) / math.sqrt(d)
-    if mask is not None:
-        scores = np.where(mask, scores, -1e9)
-    return np.einsum("bij,bjd->bid", softmax(scores), v) @ out_kernel + out_bias
+    if mask is None:
+        weights = softmax(scores)
+    else:
+        # A query that may see no key attends to nothing.
+        weights = softmax(np.where(mask, scores, -1e9)) * mask
+    return np.einsum("bij,bjd->bid", weights, v) @ out_kernel + out_bias

@@ -59,7 +59,7 @@ def test_exports_serve_the_keras_models_outputs(tmp_path, rng):
         ffn_dim=16,
     )
     # Move W away from its near-zero initial values.
-    for layer in image_model.layers:
+    for layer in image_model.backbone.layers:
         if layer.name.startswith("block_"):
             unit = layer.spatial_gating_unit
             unit.kernel.assign(rng.normal(size=unit.kernel.shape) * 0.3)
@@ -73,9 +73,8 @@ def test_exports_serve_the_keras_models_outputs(tmp_path, rng):
         input_dtype="uint8",
         preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1.0)],
     )
-    # Text: int32 token ids in, probabilities out. A fixed sequence length:
-    # under JAX a variable one is symbolic, which the spatial gating unit's
-    # length check cannot compare.
+    # Text: int32 token ids in, probabilities out, a fixed sequence length
+    # (the variable one is tested below).
     text_model = models.text_classifier(
         num_classes=3,
         vocabulary_size=20,
@@ -137,3 +136,41 @@ def test_torch_export_reports_the_subprocess_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with pytest.raises(RuntimeError, match="TensorFlow backend failed"):
         export_saved_model(model, str(tmp_path / "x"))
+
+
+def test_text_models_export_without_input_shape(tmp_path, rng):
+    # No input_shape: the SavedModel serves any length up to the models'
+    # sequence_length (under JAX, a symbolic length bounded by it).
+    config = dict(
+        vocabulary_size=20,
+        sequence_length=6,
+        num_layers=2,
+        hidden_dim=8,
+        ffn_dim=16,
+        attention_dim=4,
+    )
+    classifier = models.text_classifier(**config, num_classes=3)
+    language_model = models.causal_lm(**config, spatial="dense")
+    for model in (classifier, language_model):
+        for weight in model.weights:  # away from the near-zero spatial W
+            weight.assign(rng.normal(0.0, 0.5, weight.shape))
+    exports, expected = [], []
+    for name, model, activation in (
+        ("classifier", classifier, "softmax"),
+        ("lm", language_model, None),
+    ):
+        export_dir = export_saved_model(
+            model, str(tmp_path / name), activation=activation
+        )
+        for length in (3, 6):
+            tokens = rng.integers(1, 20, size=(2, length)).astype("int32")
+            tokens[1, length - 1 :] = 0  # a padded row
+            outputs = keras.ops.convert_to_numpy(model(tokens))
+            if activation:
+                outputs = keras.ops.convert_to_numpy(keras.ops.softmax(outputs))
+            exports.append((export_dir, tokens))
+            expected.append(outputs)
+    served = serve_in_plain_tensorflow(exports, tmp_path)
+    for got, want in zip(served, expected, strict=True):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=5e-5)

@@ -144,3 +144,31 @@ def test_bad_arguments_fail_clearly(model):
         generate(model, [[]], 2)
     with pytest.raises(ValueError, match="not a causal"):
         generate(masked_lm(**TINY), [1, 2], 2)
+
+
+def test_left_padded_prompts_generate_as_unpadded(model, rng):
+    # Prompts of 1, 2 and 4 tokens, padded on the left to 4 with [PAD] = 0.
+    prompts = [rng.integers(1, 23, size=n).astype("int32") for n in (4, 1, 2)]
+    batch = np.zeros((3, 4), "int32")
+    for row, prompt in enumerate(prompts):
+        batch[row, 4 - len(prompt) :] = prompt
+    generated = generate(model, batch, max_new_tokens=5)
+    # The caller's layout: the padded prompt, then the new tokens.
+    assert generated.shape == (3, 9)
+    np.testing.assert_array_equal(generated[:, :4], batch)
+    for row, prompt in enumerate(prompts):
+        alone = generate(model, prompt, max_new_tokens=5)
+        np.testing.assert_array_equal(generated[row, 4:], alone[len(prompt) :])
+
+
+def test_left_padded_top_k_matches_unpadded_sampling(model, rng):
+    prompt = rng.integers(1, 23, size=2).astype("int32")
+    padded = np.concatenate([[0, 0], prompt]).astype("int32")
+    sampled = generate(model, padded, 4, strategy="top_k", top_k=3, seed=5)
+    alone = generate(model, prompt, 4, strategy="top_k", top_k=3, seed=5)
+    np.testing.assert_array_equal(sampled[2:], alone)
+
+
+def test_a_prompt_of_padding_only_is_refused(model):
+    with pytest.raises(ValueError, match="row 1.*only padding"):
+        generate(model, [[3, 4], [0, 0]], max_new_tokens=2)

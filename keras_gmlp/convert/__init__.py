@@ -2,5 +2,14 @@
 
 from keras_gmlp.convert.timm import load_timm_weights
 from keras_gmlp.convert.timm import timm_weight_map
+from keras_gmlp.convert.timm_checkpoint import apply_timm_preprocessing
+from keras_gmlp.convert.timm_checkpoint import load_timm_checkpoint
+from keras_gmlp.convert.timm_checkpoint import to_timm
 
-__all__ = ["load_timm_weights", "timm_weight_map"]
+__all__ = [
+    "apply_timm_preprocessing",
+    "load_timm_checkpoint",
+    "load_timm_weights",
+    "timm_weight_map",
+    "to_timm",
+]

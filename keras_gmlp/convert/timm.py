@@ -69,6 +69,9 @@ def timm_weight_map(num_layers):
 
 
 def _variable(model, layer_name, attribute):
+    backbone = getattr(model, "backbone", None)
+    if layer_name != "head" and backbone is not None:
+        model = backbone
     target = model.get_layer(layer_name)
     for part in attribute.split("."):
         target = getattr(target, part)
@@ -91,8 +94,13 @@ def load_timm_weights(model, state_dict):
         state_dict: mapping from timm weight names to torch tensors or
             arrays, e.g. `timm_model.state_dict()`.
 
+    Every weight of `model` is set, or none is: the call checks the whole
+    mapping before it assigns anything.
+
     Raises:
-        ValueError: when a weight is missing, left over or of another shape.
+        ValueError: when a timm weight is missing, left over or of another
+            shape, or when a weight of `model` has no timm counterpart (an
+            aMLP's tiny attention, say); the message names the weights.
 
     Example:
 
@@ -102,9 +110,9 @@ def load_timm_weights(model, state_dict):
     load_timm_weights(model, timm_model.state_dict())
     ```
     """
-    num_layers = sum(
-        1 for layer in model.layers if layer.name.startswith("block_")
-    )
+    # The blocks live in the classifier's backbone.
+    layers = getattr(model, "backbone", model).layers
+    num_layers = sum(1 for layer in layers if layer.name.startswith("block_"))
     entries = timm_weight_map(num_layers)
     expected = {name for name, _, _ in entries}
     missing = sorted(expected - set(state_dict))
@@ -114,6 +122,7 @@ def load_timm_weights(model, state_dict):
             f"The state_dict does not match a {num_layers}-block gMLP: "
             f"missing {missing[:5]}, unexpected {unused[:5]}."
         )
+    assignments = []
     for name, (layer_name, attribute), transform in entries:
         variable = _variable(model, layer_name, attribute)
         value = transform(_to_numpy(state_dict[name]))
@@ -123,4 +132,14 @@ def load_timm_weights(model, state_dict):
                 f"conversion; the Keras weight {variable.path!r} expects "
                 f"{tuple(variable.shape)}."
             )
+        assignments.append((variable, value))
+    set_ids = {id(variable) for variable, _ in assignments}
+    unset = [w.path for w in model.weights if id(w) not in set_ids]
+    if unset:
+        raise ValueError(
+            f"The timm gMLP state_dict sets no value for {len(unset)} "
+            f"weights of {model.name!r}: {unset}. Expected a model with "
+            "timm's configuration (a gMLP, no tiny attention)."
+        )
+    for variable, value in assignments:
         variable.assign(value.astype(variable.dtype))

@@ -84,9 +84,17 @@ class ImageAugmenter:
 
     Example:
 
+    >>> import tensorflow as tf
+    >>> from keras_gmlp.data.augment import AugmentConfig, ImageAugmenter
     >>> augmenter = ImageAugmenter(AugmentConfig(), (32, 32), 3, seed=0)
+    >>> images = np.random.default_rng(0).uniform(0, 255, (8, 32, 32, 3))
+    >>> labels = np.eye(10, dtype="float32")[np.arange(8)]  # one-hot
+    >>> dataset = tf.data.Dataset.from_tensor_slices(
+    ...     (images.astype("float32"), labels))
     >>> dataset = dataset.map(augmenter.augment_image)  # float 0..255
-    >>> dataset = dataset.batch(64).map(augmenter.augment_batch)
+    >>> dataset = dataset.batch(4).map(augmenter.augment_batch)
+    >>> [tuple(x.shape) for x in next(iter(dataset))]
+    [(4, 32, 32, 3), (4, 10)]
     """
 
     def __init__(self, config, image_size, num_channels=3, seed=None):

@@ -262,9 +262,17 @@ class TextCorpus:
 
     Example:
 
-    >>> corpus = TextCorpus(files="corpus/*.txt", validation_fraction=0.05)
-    >>> for text in corpus.records("train"):
-    ...     print(text)
+    >>> import os, tempfile
+    >>> from keras_gmlp.data.corpus import TextCorpus
+    >>> folder = tempfile.mkdtemp()
+    >>> with open(os.path.join(folder, "a.txt"), "w") as file:
+    ...     _ = file.write("one line\\nanother line\\na third line\\n")
+    >>> corpus = TextCorpus(
+    ...     files=os.path.join(folder, "*.txt"), validation_fraction=0.5)
+    >>> texts = list(corpus.records("train"))
+    >>> texts += list(corpus.records("validation"))
+    >>> sorted(texts)
+    ['a third line', 'another line', 'one line']
     """
 
     def __init__(

@@ -195,6 +195,7 @@ def load_images(name, data_dir=None, label_offset=None):
 
     Example:
 
+    >>> from keras_gmlp.data.image_sources import load_images
     >>> data = load_images("digits")
     >>> data.num_train, data.num_validation, data.num_classes
     (1437, 360, 10)

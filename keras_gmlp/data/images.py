@@ -64,8 +64,12 @@ def batches(
     Example:
 
     >>> from keras_gmlp.data.image_sources import load_images
+    >>> from keras_gmlp.data.images import batches
     >>> data = load_images("digits")
     >>> train = batches(data, "train", 64, (16, 16), training=True)
+    >>> images, labels = next(iter(train))
+    >>> tuple(images.shape), tuple(labels.shape)
+    ((64, 16, 16, 1), (64, 10))
     """
     from keras_gmlp.data.augment import NO_AUGMENTATION
     from keras_gmlp.data.augment import ImageAugmenter

@@ -22,9 +22,13 @@ class DropPath(keras.layers.Layer):
 
     Example:
 
-    >>> x = keras.ops.ones((4, 3, 2))
-    >>> keras_gmlp.layers.DropPath(0.5)(x, training=False).shape
-    (4, 3, 2)
+    >>> x = np.ones((4, 3, 2), "float32")
+    >>> layer = keras_gmlp.layers.DropPath(0.5, seed=1)
+    >>> float(keras.ops.sum(layer(x, training=False)))
+    24.0
+    >>> y = keras.ops.convert_to_numpy(layer(x, training=True))
+    >>> bool(np.isin(y, [0.0, 2.0]).all())
+    True
 
     References:
         - [Huang et al., 2016](https://arxiv.org/abs/1603.09382)
@@ -45,12 +49,15 @@ class DropPath(keras.layers.Layer):
     def call(self, inputs, training=None):
         if not training or self.rate == 0.0:
             return inputs
-        keep = 1.0 - self.rate
         shape = (ops.shape(inputs)[0],) + (1,) * (len(inputs.shape) - 1)
+        # Drawn in float32: a bfloat16 uniform has steps of 2**-8 or
+        # coarser, which turns small rates into wrong ones (0.0017 into 0).
         noise = keras.random.uniform(
-            shape, seed=self.seed_generator, dtype=inputs.dtype
+            shape, seed=self.seed_generator, dtype="float32"
         )
-        return inputs * ops.floor(noise + keep) / keep
+        keep = ops.cast(ops.greater_equal(noise, self.rate), "float32")
+        scale = ops.cast(keep / (1.0 - self.rate), inputs.dtype)
+        return inputs * scale
 
     def compute_output_shape(self, input_shape):
         return input_shape

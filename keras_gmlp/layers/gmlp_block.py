@@ -45,7 +45,16 @@ class GMLPBlock(keras.layers.Layer):
     Example:
 
     >>> x = keras.random.normal((2, 16, 32))
-    >>> keras_gmlp.layers.GMLPBlock(ffn_dim=64)(x).shape
+    >>> tuple(keras_gmlp.layers.GMLPBlock(ffn_dim=64)(x).shape)
+    (2, 16, 32)
+
+    A causal aMLP block, with the last two tokens of each row padding:
+
+    >>> block = keras_gmlp.layers.GMLPBlock(
+    ...     ffn_dim=64, attention_dim=8, causal=True
+    ... )
+    >>> padding_mask = np.array([[True] * 14 + [False] * 2] * 2)
+    >>> tuple(block(x, padding_mask=padding_mask).shape)
     (2, 16, 32)
 
     References:

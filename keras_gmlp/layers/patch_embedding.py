@@ -42,8 +42,12 @@ class PatchEmbedding(keras.layers.Layer):
     Example:
 
     >>> images = keras.random.uniform((2, 32, 48, 3))
-    >>> keras_gmlp.layers.PatchEmbedding(64, (8, 16))(images).shape
+    >>> tuple(keras_gmlp.layers.PatchEmbedding(64, (8, 16))(images).shape)
     (2, 12, 64)
+
+    References:
+        - [Dosovitskiy et al., 2020](https://arxiv.org/abs/2010.11929)
+        - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
     """
 
     def __init__(

@@ -1,8 +1,52 @@
+import numbers
+
 import keras
 from keras import ops
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
+TOEPLITZ_METHODS = ("auto", "matmul", "fft")
+
+# Token counts from which `toeplitz_method="auto"` applies a Toeplitz weight
+# by FFT instead of the materialised product, per backend. Chosen from
+# `benchmarks/spatial_gating.py` (results in `benchmarks/results/`).
+FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
+
+
+def fast_fft_length(minimum):
+    """The smallest `2^a 3^b 5^c` at least `minimum`: a fast FFT length."""
+    best = 1
+    while best < minimum:
+        best *= 2
+    power_of_three = 1
+    while power_of_three < best:
+        product = power_of_three
+        while product < best:
+            candidate = product
+            while candidate < minimum:
+                candidate *= 2
+            best = min(best, candidate)
+            product *= 5
+        power_of_three *= 3
+    return best
+
+
+def is_static(length):
+    """Whether a token count is a Python int (not a tensor or symbol)."""
+    return isinstance(length, numbers.Integral)
+
+
+def leading(x, length, axis):
+    """The first `length` entries of `x` along `axis`.
+
+    A gather when `length` is not a Python int: slicing by a symbolic
+    dimension (JAX export) cannot be shaped while tracing.
+    """
+    if is_static(length):
+        index = [slice(None)] * len(x.shape)
+        index[axis] = slice(None, length)
+        return x[tuple(index)]
+    return ops.take(x, ops.arange(length), axis=axis)
 
 
 def check_modes(spatial, gating):
@@ -45,6 +89,15 @@ class SpatialGatingUnit(keras.layers.Layer):
             Only `"split"` halves the channels. Defaults to `"split"`.
         epsilon: float. Epsilon of the layer normalisation of `v`.
             Defaults to `1e-5`.
+        toeplitz_method: str. How a Toeplitz weight is applied: `"matmul"`
+            materialises the `(tokens, tokens)` matrix and multiplies by it,
+            `O(n^2)` time and memory; `"fft"` computes the same product as
+            a linear convolution by real FFT over the token axis (in
+            float32, zero-padded to a fast length of at least
+            `2 * tokens - 1`), `O(n log n)`; `"auto"` takes the FFT from
+            `FFT_CROSSOVER[backend]` tokens on, where it was measured to be
+            faster. The weights are the same. Only for
+            `spatial="toeplitz"`. Defaults to `"auto"`.
         kernel_initializer: initializer for `W`. Defaults to a normal
             distribution with standard deviation `1e-6`.
         bias_initializer: initializer for `b`. Defaults to `"ones"`.
@@ -75,10 +128,21 @@ class SpatialGatingUnit(keras.layers.Layer):
         epsilon=1e-5,
         kernel_initializer=None,
         bias_initializer="ones",
+        toeplitz_method="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
         check_modes(spatial, gating)
+        if toeplitz_method not in TOEPLITZ_METHODS:
+            raise ValueError(
+                f"Received toeplitz_method={toeplitz_method!r}; expected one "
+                f"of {TOEPLITZ_METHODS}."
+            )
+        if toeplitz_method == "fft" and spatial != "toeplitz":
+            raise ValueError(
+                f"Received toeplitz_method='fft' with spatial={spatial!r}; "
+                "the FFT applies to spatial='toeplitz' only."
+            )
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(
                 f"Received sequence_length={sequence_length}; expected a "
@@ -89,6 +153,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         self.causal = causal
         self.gating = gating
         self.epsilon = epsilon
+        self.toeplitz_method = toeplitz_method
         if kernel_initializer is None:
             kernel_initializer = keras.initializers.RandomNormal(stddev=1e-6)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -118,13 +183,19 @@ class SpatialGatingUnit(keras.layers.Layer):
         )
         self.norm.build(tuple(input_shape[:-1]) + (gate_channels,))
         kernel_shape = (n, n) if self.spatial == "dense" else (2 * n - 1,)
+        # No autocast: the FFT path reads the weights in float32; the
+        # product casts them to the compute dtype itself.
         self.kernel = self.add_weight(
             name="kernel",
             shape=kernel_shape,
             initializer=self.kernel_initializer,
+            autocast=False,
         )
         self.bias = self.add_weight(
-            name="bias", shape=(n,), initializer=self.bias_initializer
+            name="bias",
+            shape=(n,),
+            initializer=self.bias_initializer,
+            autocast=False,
         )
         self.built = True
 
@@ -140,34 +211,60 @@ class SpatialGatingUnit(keras.layers.Layer):
         """Returns the `(length, length)` token-mixing matrix `W`.
 
         Args:
-            length: int or scalar tensor. Number of tokens. Defaults to the
-                layer's `sequence_length`.
+            length: int, scalar tensor or symbolic dimension. Number of
+                tokens. Defaults to the layer's `sequence_length`.
         """
         n = self.sequence_length
         length = n if length is None else length
+        positions = None if is_static(length) else ops.arange(length)
         if self.spatial == "dense":
-            weight = self.kernel[:length, :length]
+            if positions is None:
+                weight = self.kernel[:length, :length]
+            else:
+                weight = ops.take(self.kernel, positions, axis=0)
+                weight = ops.take(weight, positions, axis=1)
         else:
-            positions = ops.arange(length, dtype="int32")
+            if positions is None:
+                positions = ops.arange(length, dtype="int32")
             offsets = positions[:, None] - positions[None, :] + (n - 1)
             weight = ops.take(self.kernel, offsets, axis=0)
         if self.causal:
             weight = ops.tril(weight)
         return weight
 
+    def uses_fft(self, length):
+        """Whether a call on `length` tokens applies `W` by FFT.
+
+        Args:
+            length: int or `None` (a length known only when run).
+        """
+        if self.spatial != "toeplitz" or self.toeplitz_method == "matmul":
+            return False
+        if self.toeplitz_method == "fft":
+            return True
+        if not is_static(length):
+            length = self.sequence_length
+        return length >= FFT_CROSSOVER.get(keras.config.backend(), 1024)
+
     def call(self, inputs, attention=None):
         length = inputs.shape[-2]
-        self._check_length(length)
-        if length is None:
+        # A symbolic length (JAX export) cannot be compared while tracing.
+        static = is_static(length)
+        if static:
+            self._check_length(length)
+        else:
             length = ops.shape(inputs)[-2]
         if self.gating == "split":
             u, v = ops.split(inputs, 2, axis=-1)
         else:
             u = v = inputs
         v = self.norm(v)
-        weight = ops.cast(self.spatial_weight(length), v.dtype)
-        bias = ops.cast(self.bias[:length], v.dtype)
-        v = ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
+        if self.uses_fft(length if static else None):
+            v = self.toeplitz_by_fft(v, length)
+        else:
+            weight = ops.cast(self.spatial_weight(length), v.dtype)
+            bias = ops.cast(leading(self.bias, length, axis=0), v.dtype)
+            v = ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
         if attention is not None:
             v = v + attention
         if self.gating == "linear":
@@ -175,6 +272,52 @@ class SpatialGatingUnit(keras.layers.Layer):
         if self.gating == "additive":
             return u + v
         return u * v
+
+    def toeplitz_by_fft(self, v, length):
+        """`W @ v + b` for the Toeplitz `W`, as a convolution by real FFT.
+
+        `(W @ v)[i] = sum_j w[i - j + n - 1] v[j]` is the linear convolution
+        of `v` with the taps `h[d] = w[d + n - 1]`, `|d| < length`. With `v`
+        zero-padded to `L >= 2 * length - 1` tokens, the circular
+        convolution of length `L` has no wrap-around on the outputs kept,
+        the taps of negative offset sitting at the end of `h`.
+
+        Args:
+            v: tensor `(..., length, channels)`.
+            length: int, scalar tensor or symbolic dimension.
+        """
+        n = self.sequence_length
+        static = is_static(length)
+        taps = length if static else n
+        fft_length = fast_fft_length(2 * taps - 1)
+        kernel = ops.cast(self.kernel, "float32")
+        parts = [kernel[n - 1 : n - 1 + taps]]
+        backward_taps = 0 if self.causal else taps - 1
+        zeros = fft_length - taps - backward_taps
+        if zeros:
+            parts.append(ops.zeros((zeros,), "float32"))
+        if backward_taps:
+            parts.append(kernel[n - taps : n - 1])
+        taps_real, taps_imag = ops.rfft(ops.concatenate(parts, axis=0))
+        dtype = v.dtype
+        x = ops.swapaxes(ops.cast(v, "float32"), -1, -2)
+        if static or keras.config.backend() != "jax":
+            x_real, x_imag = ops.rfft(x, fft_length=fft_length)
+        else:
+            # jnp.fft cannot pad a symbolic length: pad by hand.
+            zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
+            x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
+            x_real, x_imag = ops.rfft(x)
+        y = ops.irfft(
+            (
+                x_real * taps_real - x_imag * taps_imag,
+                x_real * taps_imag + x_imag * taps_real,
+            ),
+            fft_length=fft_length,
+        )
+        y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
+        bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
+        return ops.cast(y + bias[:, None], dtype)
 
     def compute_output_shape(self, input_shape):
         channels = input_shape[-1]
@@ -194,6 +337,7 @@ class SpatialGatingUnit(keras.layers.Layer):
                 "causal": self.causal,
                 "gating": self.gating,
                 "epsilon": self.epsilon,
+                "toeplitz_method": self.toeplitz_method,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

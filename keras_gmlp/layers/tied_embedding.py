@@ -24,8 +24,12 @@ class TiedEmbedding(keras.layers.Embedding):
 
     >>> embedding = keras_gmlp.layers.TiedEmbedding(100, 8)
     >>> vectors = embedding(keras.ops.ones((2, 5), "int32"))
-    >>> embedding(vectors, reverse=True).shape
+    >>> tuple(embedding(vectors, reverse=True).shape)
     (2, 5, 100)
+
+    References:
+        - [Press and Wolf, 2017](https://arxiv.org/abs/1608.05859)
+        - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
     """
 
     def call(self, inputs, reverse=False):

@@ -27,12 +27,16 @@ class TinyAttention(keras.layers.Layer):
     Call arguments:
         inputs: tensor of shape `(batch, tokens, channels)`.
         padding_mask: optional boolean tensor of shape `(batch, tokens)`,
-            `True` for real tokens; padded keys receive no attention.
+            `True` for real tokens; padded keys receive no attention. A
+            query that may see no real key (a padded token before the first
+            real one when causal, or a row of padding only) attends to
+            nothing: its output is the output projection's bias.
 
     Example:
 
     >>> x = keras.random.normal((2, 16, 32))
-    >>> keras_gmlp.layers.TinyAttention(8, output_dim=48)(x).shape
+    >>> attention = keras_gmlp.layers.TinyAttention(8, output_dim=48)
+    >>> tuple(attention(x).shape)
     (2, 16, 48)
 
     References:
@@ -94,9 +98,18 @@ class TinyAttention(keras.layers.Layer):
             allowed = (
                 keys if allowed is None else ops.logical_and(allowed, keys)
             )
+        weights = ops.softmax(
+            scores
+            if allowed is None
+            else ops.where(allowed, scores, ops.full_like(scores, -1e9)),
+            axis=-1,
+        )
         if allowed is not None:
-            scores = ops.where(allowed, scores, ops.full_like(scores, -1e9))
-        weights = ops.cast(ops.softmax(scores, axis=-1), value.dtype)
+            # A query with no visible key (a padded one before any real
+            # token, or a row of padding only) would spread its softmax
+            # over every key, future ones included: it attends to nothing.
+            weights = ops.where(allowed, weights, ops.zeros_like(weights))
+        weights = ops.cast(weights, value.dtype)
         attended = ops.einsum("...ij,...jd->...id", weights, value)
         return self.output_projection(attended)
 

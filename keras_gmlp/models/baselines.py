@@ -45,6 +45,7 @@ class BertInputs(keras.layers.Layer):
 
     Example:
 
+    >>> from keras_gmlp.models.baselines import BertInputs
     >>> mask, segments = BertInputs()(np.array([[5, 6, 0]]))
     >>> keras.ops.convert_to_numpy(mask).tolist()
     [[True, True, False]]

@@ -1,10 +1,6 @@
-import keras
-
-from keras_gmlp.layers.gmlp_block import GMLPBlock
-from keras_gmlp.layers.patch_embedding import PatchEmbedding
-from keras_gmlp.layers.patch_embedding import pair
-from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
 
 IMAGE_DEFAULTS = {
     "num_classes": 1000,
@@ -21,15 +17,30 @@ IMAGE_DEFAULTS = {
     "dtype": None,
     "name": None,
 }
+BACKBONE_KEYS = (
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "num_layers",
+    "hidden_dim",
+    "ffn_dim",
+    "attention_dim",
+    "spatial",
+    "drop_path_rate",
+    "dtype",
+)
 
 
 def image_classifier(preset=None, **config):
     """Builds a gMLP image classifier that returns logits.
 
-    Patch embedding (Conv2D with kernel = stride = patch), `num_layers`
-    gMLP blocks over the tokens, a final LayerNorm, the mean over tokens
-    and a Dense head. Without a preset the defaults are gMLP-S on
-    224 x 224 images.
+    The short form of `GMLPImageClassifier(GMLPImageBackbone(...))`: patch
+    embedding (Conv2D with kernel = stride = patch), `num_layers` gMLP
+    blocks over the tokens, a final LayerNorm, the mean over tokens and a
+    Dense head. Without a preset the defaults are gMLP-S on 224 x 224
+    images. The classifier has no preprocessor: it takes images of its
+    size scaled to [-1, 1]; attach a `GMLPImageClassifierPreprocessor` for
+    raw images.
 
     Args:
         preset: str. A name of an image preset of `keras_gmlp.PRESETS`,
@@ -51,8 +62,9 @@ def image_classifier(preset=None, **config):
         name: str. Name of the model.
 
     Returns:
-        A functional `keras.Model` from images `(batch, height, width,
-        channels)` to logits `(batch, num_classes)`.
+        A `GMLPImageClassifier` from images `(batch, height, width,
+        channels)` to logits `(batch, num_classes)`, compiled with its
+        defaults.
 
     Example:
 
@@ -62,46 +74,10 @@ def image_classifier(preset=None, **config):
     (1, 100)
     """
     config = resolve_config("image", IMAGE_DEFAULTS, preset, **config)
-    image_size = pair(config["image_size"], "image_size")
-    patch_size = pair(config["patch_size"], "patch_size")
-    dtype = config["dtype"]
-
-    # === Layers ===
-    stem = PatchEmbedding(
-        config["hidden_dim"], patch_size, dtype=dtype, name="stem"
+    backbone = GMLPImageBackbone(**{key: config[key] for key in BACKBONE_KEYS})
+    return GMLPImageClassifier(
+        backbone=backbone,
+        num_classes=config["num_classes"],
+        dropout=config["dropout"],
+        name=config["name"],
     )
-    # Raises for an image size that the patch size does not divide.
-    num_tokens = stem.compute_output_shape((None,) + image_size + (None,))[1]
-    rates = drop_path_rates(config["drop_path_rate"], config["num_layers"])
-    blocks = [
-        GMLPBlock(
-            ffn_dim=config["ffn_dim"],
-            sequence_length=num_tokens,
-            attention_dim=config["attention_dim"],
-            spatial=config["spatial"],
-            drop_path_rate=rate,
-            dtype=dtype,
-            name=f"block_{i}",
-        )
-        for i, rate in enumerate(rates)
-    ]
-    norm = keras.layers.LayerNormalization(
-        epsilon=1e-6, dtype=dtype, name="final_norm"
-    )
-    pool = keras.layers.GlobalAveragePooling1D(dtype=dtype, name="pool")
-    head = keras.layers.Dense(config["num_classes"], dtype=dtype, name="head")
-
-    # === Functional Model ===
-    images = keras.Input(
-        shape=image_size + (config["num_channels"],), name="images"
-    )
-    x = stem(images)
-    for block in blocks:
-        x = block(x)
-    x = pool(norm(x))
-    if config["dropout"]:
-        x = keras.layers.Dropout(
-            config["dropout"], dtype=dtype, name="head_dropout"
-        )(x)
-    logits = head(x)
-    return keras.Model(images, logits, name=config["name"] or "gmlp_image")

@@ -21,24 +21,6 @@ TEXT_DEFAULTS = {
     "name": None,
 }
 
-TEXT_ARGS_DOC = """
-        vocabulary_size: int. Number of token ids.
-        sequence_length: int. Largest number of tokens; shorter inputs
-            work.
-        num_layers: int. Number of gMLP blocks.
-        hidden_dim: int. Width of the tokens (`d_model`).
-        ffn_dim: int. Width of the channel expansion (`d_ffn`).
-        attention_dim: int. Tiny attention head size (aMLP), or `None`.
-        spatial: str. `"toeplitz"` (shift-invariant, the paper's language
-            models) or `"dense"` spatial weights.
-        gating: str. `"split"` (the SGU) or an ablation of the paper's
-            Table 3: `"multiplicative"`, `"additive"`, `"linear"`.
-        drop_path_rate: float. Stochastic depth rate of the last block.
-        padding_id: int. Token id of padding, masked out of the tiny
-            attention and of the loss; `None` for no masking.
-        dtype: str or `keras.DTypePolicy`. Dtype policy of every layer.
-        name: str. Name of the model."""
-
 
 def text_backbone(config):
     """Builds the token-level network shared by the text models.
@@ -86,8 +68,7 @@ def text_backbone(config):
 
 
 def masked_lm(preset=None, **config):
-    (
-        """Builds a gMLP (or aMLP) masked language model that returns logits.
+    """Builds a gMLP (or aMLP) masked language model that returns logits.
 
     Token embedding, `num_layers` gMLP blocks, a final LayerNorm, and
     vocabulary logits through the transposed token embedding. There are
@@ -95,11 +76,34 @@ def masked_lm(preset=None, **config):
 
     Args:
         preset: str. A name of a text preset of `keras_gmlp.PRESETS`, such
-            as `"gmlp_base"` or `"amlp_tiny"`. Defaults to `None`.
-        causal: bool. Causal spatial weights and attention.
-    """
-        + TEXT_ARGS_DOC
-        + """
+            as `"gmlp_base"` or `"amlp_tiny"`; the keywords below override
+            its values. Defaults to `None`.
+        causal: bool. Causal spatial weights and attention. Defaults to
+            `False`.
+        vocabulary_size: int. Number of token ids. Defaults to `32000`.
+        sequence_length: int. Largest number of tokens; shorter inputs
+            work. Defaults to `512`.
+        num_layers: int. Number of gMLP blocks. Defaults to `48`.
+        hidden_dim: int. Width of the tokens (`d_model`). Defaults to
+            `512`.
+        ffn_dim: int. Width of the channel expansion (`d_ffn`). Defaults
+            to `3072`.
+        attention_dim: int. Tiny attention head size (aMLP), or `None`.
+            Defaults to `None`.
+        spatial: str. `"toeplitz"` (shift-invariant, the paper's language
+            models) or `"dense"` spatial weights. Defaults to
+            `"toeplitz"`.
+        gating: str. `"split"` (the SGU) or an ablation of the paper's
+            Table 3: `"multiplicative"`, `"additive"`, `"linear"`.
+            Defaults to `"split"`.
+        drop_path_rate: float. Stochastic depth rate of the last block.
+            Defaults to `0.0`.
+        padding_id: int. Token id of padding, masked out of the tiny
+            attention and of the loss; `None` for no masking. Defaults to
+            `0`.
+        dtype: str or `keras.DTypePolicy`. Dtype policy of every layer.
+            Defaults to `None`, the global policy.
+        name: str. Name of the model. Defaults to `None`.
 
     Returns:
         A functional `keras.Model` from token ids `(batch, tokens)` to
@@ -111,7 +115,6 @@ def masked_lm(preset=None, **config):
     >>> model(keras.ops.ones((2, 16), "int32")).shape
     (2, 16, 8192)
     """
-    )
     config = resolve_config("text", TEXT_DEFAULTS, preset, **config)
     token_ids, hidden, embedding = text_backbone(config)
     logits = embedding(hidden, reverse=True)

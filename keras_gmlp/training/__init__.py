@@ -19,8 +19,8 @@ Schedules (`keras_gmlp.training.schedules`):
     `warmup_cosine(peak, total_steps, warmup_steps)`,
     `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupLinearDecay`.
 Optimizer (`keras_gmlp.training.optimizers`):
-    `adamw(learning_rate, weight_decay=0.05, clipnorm=1.0, model=None)`,
-    no decay of biases and norms.
+    `adamw(learning_rate, weight_decay=0.05, global_clipnorm=1.0,
+    model=None)`: global-norm clipping, no decay of biases and norms.
 Callbacks (`keras_gmlp.training.callbacks`):
     `training_callbacks(output_dir, monitor, mode)` -> `(callbacks,
     history)`: BackupAndRestore (crash-safe resume), `PersistentHistory`

@@ -29,6 +29,8 @@ def common_parser(description, config_class=None):
 
     Example:
 
+    >>> from keras_gmlp.training.arguments import common_parser
+    >>> from keras_gmlp.training.arguments import config_from_args
     >>> from keras_gmlp.training.run_config import TrainingConfig
     >>> parser = common_parser("Train gMLP.", TrainingConfig)
     >>> args = parser.parse_args(["--epochs", "2"])
@@ -90,7 +92,10 @@ def add_training_arguments(parser):
         "--clipnorm",
         type=non_negative_float,
         default=1.0,
-        help="Gradient clipping norm; 0 disables it.",
+        help=(
+            "Clip the global norm of all gradients together to this value "
+            "(not each gradient on its own); 0 disables it."
+        ),
     )
     group.add_argument(
         "--warmup",
@@ -180,6 +185,7 @@ def config_from_args(config_class, args):
 
 
 def positive_int(text):
+    """argparse type: an integer >= 1."""
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(
@@ -189,6 +195,7 @@ def positive_int(text):
 
 
 def positive_float(text):
+    """argparse type: a number > 0."""
     value = float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
@@ -196,6 +203,7 @@ def positive_float(text):
 
 
 def non_negative_float(text):
+    """argparse type: a number >= 0."""
     value = float(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
@@ -203,6 +211,7 @@ def non_negative_float(text):
 
 
 def probability(text):
+    """argparse type: a number in [0, 1]."""
     value = float(text)
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(

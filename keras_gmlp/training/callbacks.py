@@ -35,9 +35,17 @@ class PersistentHistory(keras.callbacks.Callback):
 
     Example:
 
-    >>> history = PersistentHistory("runs/a/history.json")
-    >>> model.fit(data, epochs=10, callbacks=[backup, history])
-    >>> history.history["loss"]  # ten values, even after a restart
+    >>> import os, tempfile
+    >>> from keras_gmlp.training.callbacks import PersistentHistory
+    >>> folder = tempfile.mkdtemp()
+    >>> backup = keras.callbacks.BackupAndRestore(os.path.join(folder, "b"))
+    >>> history = PersistentHistory(os.path.join(folder, "history.json"))
+    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    >>> model.compile(optimizer="sgd", loss="mse")
+    >>> x, y = np.ones((4, 2)), np.ones((4, 1))
+    >>> _ = model.fit(x, y, epochs=3, callbacks=[backup, history], verbose=0)
+    >>> len(history.history["loss"])  # every epoch, even after a restart
+    3
     """
 
     def __init__(self, path, best_checkpoint=None):

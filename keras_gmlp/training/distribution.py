@@ -83,9 +83,15 @@ class Distribution:
 
     Example:
 
+    >>> from keras_gmlp.training.distribution import get_distribution
     >>> distribution = get_distribution("auto")
     >>> with distribution.scope():
-    ...     model = build_and_compile()
+    ...     model = keras_gmlp.models.image_classifier(
+    ...         num_classes=2, image_size=8, patch_size=4, num_layers=1,
+    ...         hidden_dim=4, ffn_dim=8)
+    ...     model.compile(optimizer="adam", loss="mse")
+    >>> distribution.num_replicas >= 1
+    True
     """
 
     def __init__(

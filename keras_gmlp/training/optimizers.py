@@ -2,44 +2,95 @@
 
 import keras
 
+# The variable names exempt from weight decay when no model is given.
 NO_DECAY_NAMES = ("bias", "gamma", "beta")
+
+NORMALIZATION_LAYERS = (
+    keras.layers.LayerNormalization,
+    keras.layers.BatchNormalization,
+    keras.layers.GroupNormalization,
+    keras.layers.RMSNormalization,
+    keras.layers.UnitNormalization,
+)
+
+
+def no_decay_variables(model):
+    """Returns the trainable variables of `model` exempt from weight decay.
+
+    Exempt by role: the `bias` of every layer that has one (`Dense`,
+    `EinsumDense`, convolutions, the spatial gating unit's per-token bias)
+    and every variable of a normalisation layer (`LayerNormalization`'s
+    `gamma` and `beta`, ...). Kernels, embeddings and the spatial weights,
+    dense `(n, n)` or Toeplitz `(2n - 1,)`, are not exempt.
+
+    Args:
+        model: `keras.Model` or `keras.layers.Layer`, built.
+
+    Returns:
+        A list of variables.
+    """
+    exempt = []
+    for layer in model._flatten_layers(include_self=True):
+        own = layer._trainable_variables
+        if isinstance(layer, NORMALIZATION_LAYERS):
+            exempt.extend(own)
+            continue
+        bias = getattr(layer, "bias", None)
+        if any(bias is variable for variable in own):
+            exempt.append(bias)
+    return exempt
 
 
 def adamw(
     learning_rate,
     weight_decay=0.05,
-    clipnorm=1.0,
+    global_clipnorm=1.0,
     beta_1=0.9,
     beta_2=0.999,
     epsilon=1e-8,
     model=None,
 ):
-    """Returns AdamW with decoupled weight decay and gradient clipping.
+    """Returns AdamW with decoupled weight decay and global-norm clipping.
 
-    Biases, normalisation scales and offsets (every variable of rank <= 1,
-    and every variable named `bias`, `gamma` or `beta`) are excluded from
-    weight decay, as in the paper's (and timm's) recipes. This includes the
-    per-token bias of the spatial gating unit.
+    Weight decay applies to every kernel, embedding and spatial weight
+    (the dense `(n, n)` one and the Toeplitz `(2n - 1,)` one alike), and
+    not to biases or normalisation scales and offsets, as in the paper's
+    (and timm's) recipes. With `model`, the exempt variables are found by
+    role (see `no_decay_variables`): every layer's `bias` (dense,
+    convolution, the spatial gating unit's per-token bias) and every
+    variable of a normalisation layer. Without it, the variables named
+    exactly `bias`, `gamma` or `beta` are exempt.
+
+    The gradients are clipped together: when the global norm of all of
+    them exceeds `global_clipnorm`, each is scaled by `global_clipnorm /
+    global_norm` (as timm and the DeiT recipe do).
 
     Args:
         learning_rate: float or `LearningRateSchedule`.
         weight_decay: float. Decoupled weight decay. Defaults to `0.05`
             (the paper's image recipe).
-        clipnorm: float or `None`. Clip each gradient to this norm.
-            Defaults to `1.0`.
+        global_clipnorm: float or `None`. Largest global norm of the
+            gradients; `None` or `0` disables clipping. Defaults to `1.0`.
         beta_1: float. Defaults to `0.9`.
         beta_2: float. Defaults to `0.999`.
         epsilon: float. Defaults to `1e-8`.
-        model: `keras.Model` or `None`. A built model whose rank <= 1
-            variables are excluded by identity as well as by name.
+        model: `keras.Model` or `None`. The built model to train, whose
+            biases and normalisation variables are exempt from weight
+            decay. Defaults to `None` (exempt by name).
 
     Returns:
         A `keras.optimizers.AdamW`.
 
     Example:
 
+    >>> from keras_gmlp.training.optimizers import adamw
+    >>> model = keras_gmlp.models.masked_lm(
+    ...     vocabulary_size=10, sequence_length=4, num_layers=1,
+    ...     hidden_dim=4, ffn_dim=8)
     >>> optimizer = adamw(1e-3, weight_decay=0.05, model=model)
     >>> model.compile(optimizer=optimizer, loss="mse")
+    >>> optimizer.global_clipnorm
+    1.0
     """
     optimizer = keras.optimizers.AdamW(
         learning_rate=learning_rate,
@@ -47,12 +98,15 @@ def adamw(
         beta_1=beta_1,
         beta_2=beta_2,
         epsilon=epsilon,
-        clipnorm=clipnorm or None,
+        global_clipnorm=global_clipnorm or None,
     )
-    variables = None
-    if model is not None:
-        variables = [v for v in model.trainable_variables if len(v.shape) <= 1]
-    optimizer.exclude_from_weight_decay(
-        var_list=variables, var_names=list(NO_DECAY_NAMES)
-    )
+    if model is None:
+        # The last part of the name (TensorFlow may give the optimizer its
+        # own variables, named like `norm/gamma:0`).
+        names = "|".join(NO_DECAY_NAMES)
+        optimizer.exclude_from_weight_decay(
+            var_names=[rf"(^|/)({names})(:\d+)?$"]
+        )
+    else:
+        optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
     return optimizer

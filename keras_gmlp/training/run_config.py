@@ -12,6 +12,7 @@ into `results.json` (`"arguments"`) and `run_config.json`.
 
 Example:
 
+>>> from keras_gmlp.training.run_config import ImageClassificationConfig
 >>> config = ImageClassificationConfig(dataset="digits", epochs=2)
 >>> config = config.resolved()  # the dataset's defaults for unset fields
 >>> config.global_batch_size(num_replicas=2)
@@ -77,7 +78,8 @@ class TrainingConfig:
             `learning_rate` is given for; `None` for
             `per_replica_batch_size`.
         weight_decay: float. AdamW's decoupled weight decay.
-        clipnorm: float. Gradient clipping norm; 0 disables it.
+        clipnorm: float. Largest global norm of all gradients together
+            (`adamw`'s `global_clipnorm`); 0 disables clipping.
         warmup: float. A fraction of all steps when < 1, else a step count.
         steps_per_epoch: int or `None`. `None` for a pass over the data.
         seed: int. Seed of every random generator.

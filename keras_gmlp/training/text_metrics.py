@@ -26,6 +26,7 @@ class Perplexity(keras.metrics.Metric):
 
     Example:
 
+    >>> from keras_gmlp.training.text_metrics import Perplexity
     >>> metric = Perplexity()
     >>> metric.update_state([[1]], [[[0.0, 0.0]]], sample_weight=[[1.0]])
     >>> float(metric.result())  # uniform over 2 tokens
@@ -96,6 +97,7 @@ def binary_f1(labels, predictions):
 
     Example:
 
+    >>> from keras_gmlp.training.text_metrics import binary_f1
     >>> binary_f1([1, 1, 0, 0], [1, 0, 1, 0])
     0.5
     """

@@ -33,6 +33,7 @@ class GatherPositions(keras.layers.Layer):
 
     Example:
 
+    >>> from keras_gmlp.training.text_models import GatherPositions
     >>> hidden = keras.random.normal((2, 8, 4))
     >>> GatherPositions()(hidden, keras.ops.zeros((2, 3), "int32")).shape
     (2, 3, 4)

@@ -188,7 +188,10 @@ def run(config, callbacks=None):
     with distribution.scope():
         model.compile(
             optimizer=adamw(
-                schedule, config.weight_decay, config.clipnorm, model=model
+                schedule,
+                weight_decay=config.weight_decay,
+                global_clipnorm=config.clipnorm,
+                model=model,
             ),
             loss=keras.losses.CategoricalCrossentropy(
                 from_logits=True, label_smoothing=config.label_smoothing
@@ -286,15 +289,19 @@ def run(config, callbacks=None):
 def build_model(preset, model_config, mixed_precision="none"):
     """The classifier: `models.image_classifier(preset, **model_config)`.
 
-    Under mixed precision the logits are cast to float32 (Keras' advice,
-    for a stable loss; TensorFlow's top-k metric needs them).
+    Under mixed precision the head computes in float32 (Keras' advice, for
+    a stable loss; TensorFlow's top-k metric needs float32 logits): the
+    same task over the same backbone, with a float32 head.
     """
     model = models.image_classifier(preset, **model_config)
     if mixed_precision != "none":
-        logits = keras.layers.Activation(
-            "linear", dtype="float32", name="logits_float32"
-        )(model.outputs[0])
-        model = keras.Model(model.inputs, logits, name=model.name)
+        model = type(model)(
+            backbone=model.backbone,
+            num_classes=model.num_classes,
+            dropout=model.dropout,
+            head_dtype="float32",
+            name=model.name,
+        )
     return model
 
 

@@ -31,8 +31,9 @@ def info(name=None):
 
     Example:
 
-    >>> info("gmlp_tiny")["parameters"] > 0
-    True
+    >>> from keras_gmlp.workflows.inspection import info
+    >>> info("gmlp_tiny")["parameters"]
+    1449212
     """
     summary = {
         "backend": keras.config.backend(),

@@ -17,6 +17,7 @@ def top_k(logits, names, k=5):
 
     Example:
 
+    >>> from keras_gmlp.workflows.predictions import top_k
     >>> top_k([0.0, 0.0, np.log(2.0)], ["a", "b", "c"], k=2)
     [('c', 0.5), ('a', 0.25)]
     """

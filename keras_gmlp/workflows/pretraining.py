@@ -339,7 +339,7 @@ def compile_model(model, config, schedule):
         optimizer=adamw(
             schedule,
             weight_decay=config.weight_decay,
-            clipnorm=config.clipnorm,
+            global_clipnorm=config.clipnorm,
             epsilon=1e-6,
             model=model,
         ),

@@ -241,7 +241,7 @@ def run(config, callbacks=None):
             optimizer=adamw(
                 schedule,
                 weight_decay=config.weight_decay,
-                clipnorm=config.clipnorm,
+                global_clipnorm=config.clipnorm,
                 model=model,
             ),
             loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),

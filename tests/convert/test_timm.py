@@ -112,3 +112,25 @@ def test_mismatched_state_dict_raises():
     model = keras_gmlp_model(num_classes=5, num_layers=2)
     with pytest.raises(ValueError, match="'head.weight' has shape"):
         load_timm_weights(model, reference.state_dict())
+
+
+def test_keras_weights_left_unset_raise_and_change_nothing():
+    # The tiny attention of an aMLP image model has no timm counterpart:
+    # loading must not leave its weights random without a word.
+    reference = TorchGMLP(16, 48, 2, patch=4, image=16, classes=7)
+    model = models.image_classifier(
+        num_classes=7,
+        image_size=16,
+        patch_size=4,
+        num_layers=2,
+        hidden_dim=16,
+        ffn_dim=48,
+        attention_dim=8,
+    )
+    before = [keras.ops.convert_to_numpy(w) for w in model.weights]
+    with pytest.raises(ValueError, match="tiny_attention/qkv/kernel") as error:
+        load_timm_weights(model, reference.state_dict())
+    # All 8 weights (2 blocks x 2 projections x kernel and bias) are named.
+    assert str(error.value).count("tiny_attention/") == 8
+    for weight, old in zip(model.weights, before, strict=True):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(weight), old)

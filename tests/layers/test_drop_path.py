@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import DropPath
+from tests.layer_test import LayerTestCase
 
 
 def test_inference_is_identity(rng):
@@ -31,3 +32,36 @@ def test_drops_whole_samples_and_rescales():
 def test_invalid_rate(rate):
     with pytest.raises(ValueError, match=f"rate={rate}"):
         DropPath(rate)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("rate", [0.0017, 0.0259, 0.1])
+def test_drop_rate_in_every_policy(policy, rate):
+    # 0.0017 and 0.0259 are gMLP-S's rates in its first and last blocks.
+    samples = 200_000
+    layer = DropPath(rate, seed=7, dtype=policy)
+    output = layer(np.ones((samples, 1), "float32"), training=True)
+    output = keras.ops.convert_to_numpy(keras.ops.cast(output, "float32"))
+    dropped = int(np.sum(output == 0.0))
+    # Five standard deviations of the binomial count.
+    tolerance = 5.0 * np.sqrt(samples * rate * (1.0 - rate))
+    assert abs(dropped - samples * rate) < tolerance, (
+        f"dropped {dropped} of {samples} samples at rate {rate}; expected "
+        f"{samples * rate:.0f} +- {tolerance:.0f}"
+    )
+    # Survivors are scaled by 1 / (1 - rate), rounded to the compute dtype.
+    scale = keras.ops.cast(1.0 / (1.0 - rate), layer.compute_dtype)
+    scale = float(keras.ops.convert_to_numpy(keras.ops.cast(scale, "float32")))
+    np.testing.assert_array_equal(np.unique(output), [0.0, scale])
+
+
+class DropPathLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=DropPath,
+            init_kwargs={"rate": 0.2, "seed": 5},
+            input_data=rng.normal(size=(4, 3, 2)).astype("float32"),
+            expected_output_shape=(4, 3, 2),
+            expected_num_non_trainable_variables=1,  # the seed
+        )

@@ -1,18 +1,16 @@
 import keras
 import numpy as np
 import pytest
+from absl.testing import parameterized
 
 from keras_gmlp.layers import GMLPBlock
 from tests import reference
+from tests.layer_test import LayerTestCase
+from tests.layer_test import randomize_weights
 
 
 def array(x):
     return keras.ops.convert_to_numpy(x)
-
-
-def randomize(layer, rng, scale=0.3):
-    for weight in layer.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * scale)
 
 
 def block_reference(block, x):
@@ -51,7 +49,7 @@ def test_matches_numpy_reference(attention_dim, rng):
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim)
     block.build(x.shape)
-    randomize(block, rng)
+    randomize_weights(block, rng, scale=0.3)
     np.testing.assert_allclose(
         array(block(x)), block_reference(block, x), rtol=1e-4, atol=1e-4
     )
@@ -83,16 +81,27 @@ def test_drop_path_per_sample_in_training_only(rng):
     assert 10 < dropped.sum() < 54
 
 
-def test_causal_block_by_perturbation(rng):
-    x = rng.normal(size=(1, 8, 8)).astype("float32")
-    block = GMLPBlock(ffn_dim=8, attention_dim=4, causal=True)
+@pytest.mark.parametrize("causal", [True, False])
+def test_causal_block_by_perturbation_with_padding(causal, rng):
+    # Rows without padding, with left padding and with right padding.
+    padding_mask = np.array(
+        [[1] * 8, [0, 0, 0] + [1] * 5, [1] * 5 + [0, 0, 0]], bool
+    )
+    x = rng.normal(size=(3, 8, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=8, attention_dim=4, causal=causal)
     block.build(x.shape)
-    randomize(block, rng)
-    perturbed = x.copy()
-    perturbed[:, 5] = rng.normal(size=(1, 8))
-    moved = np.abs(array(block(perturbed)) - array(block(x))).max(axis=(0, 2))
-    np.testing.assert_array_equal(moved[:5], 0.0)
-    assert moved[5:].min() > 0.0
+    randomize_weights(block, rng, scale=0.3)
+    before = array(block(x, padding_mask=padding_mask))
+    for j in range(1, 8):
+        perturbed = x.copy()
+        perturbed[:, j] = rng.normal(size=(3, 8))
+        after = array(block(perturbed, padding_mask=padding_mask))
+        moved = np.abs(after - before).max(axis=-1)
+        assert moved[:, j].min() > 0.0
+        if causal:
+            np.testing.assert_array_equal(moved[:, :j], 0.0)
+        else:
+            assert moved[:, :j].min() > 0.0
 
 
 def test_odd_ffn_dim_raises():
@@ -105,23 +114,32 @@ def test_unknown_spatial_raises():
         GMLPBlock(ffn_dim=8, spatial="circulant")
 
 
-def test_config_round_trip():
-    block = GMLPBlock(
-        ffn_dim=16,
-        sequence_length=9,
-        attention_dim=8,
-        spatial="toeplitz",
-        causal=True,
-        drop_path_rate=0.1,
+class GMLPBlockLayerTest(LayerTestCase):
+    @parameterized.named_parameters(
+        ("gmlp", {}, 10),
+        (
+            "causal_amlp_toeplitz",
+            {
+                "sequence_length": 9,
+                "attention_dim": 4,
+                "spatial": "toeplitz",
+                "causal": True,
+                "drop_path_rate": 0.1,
+                "spatial_initializer": "zeros",
+            },
+            14,
+        ),
     )
-    config = block.get_config()
-    assert GMLPBlock.from_config(config).get_config() == config
-
-
-def test_mixed_precision(rng):
-    block = GMLPBlock(ffn_dim=8, attention_dim=4, dtype="mixed_bfloat16")
-    output = block(rng.normal(size=(2, 4, 8)).astype("float32"))
-    assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
-    assert all(w.dtype == "float32" for w in block.weights)
-    sublayers = [block.norm, block.spatial_gating_unit, block.tiny_attention]
-    assert all(s.dtype_policy.name == "mixed_bfloat16" for s in sublayers)
+    def test_layer_behaviors(self, kwargs, num_weights):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=GMLPBlock,
+            init_kwargs={"ffn_dim": 12, **kwargs},
+            input_data=rng.normal(size=(2, 6, 8)).astype("float32"),
+            expected_output_shape=(2, 6, 8),
+            padding_mask=np.array(
+                [[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]], bool
+            ),
+            expected_num_trainable_weights=num_weights,
+            expected_num_non_trainable_variables=1,  # the drop path's seed
+        )

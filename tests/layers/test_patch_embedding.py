@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import PatchEmbedding
+from tests.layer_test import LayerTestCase
 
 
 def test_row_major_tokens_match_numpy(rng):
@@ -37,7 +38,13 @@ def test_invalid_patch_size(patch_size):
         PatchEmbedding(4, patch_size=patch_size)
 
 
-def test_config_round_trip():
-    layer = PatchEmbedding(8, patch_size=(2, 4))
-    config = layer.get_config()
-    assert PatchEmbedding.from_config(config).get_config() == config
+class PatchEmbeddingLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=PatchEmbedding,
+            init_kwargs={"hidden_dim": 5, "patch_size": (2, 3)},
+            input_data=rng.normal(size=(2, 4, 6, 3)).astype("float32"),
+            expected_output_shape=(2, 4, 5),
+            expected_num_trainable_weights=2,
+        )

@@ -1,15 +1,12 @@
 import keras
 import numpy as np
 import pytest
+from absl.testing import parameterized
 
 from keras_gmlp.layers import SpatialGatingUnit
 from tests import reference
-
-
-def randomize(layer, rng):
-    """Replaces every weight by random values, so no term hides."""
-    for weight in layer.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+from tests.layer_test import LayerTestCase
+from tests.layer_test import randomize_weights
 
 
 def numpy_weights(layer):
@@ -26,7 +23,7 @@ def test_matches_numpy_formula(spatial, rng):
     z = rng.normal(size=(3, 7, 10)).astype("float32")
     layer = SpatialGatingUnit(spatial=spatial)
     layer.build(z.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
     weight = kernel if spatial == "dense" else reference.toeplitz(kernel, 7)
     expected = reference.spatial_gating(z, weight, bias, gamma, beta)
@@ -39,7 +36,7 @@ def test_attention_is_added_before_the_gate(rng):
     attention = rng.normal(size=(2, 5, 4)).astype("float32")
     layer = SpatialGatingUnit()
     layer.build(z.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
     expected = reference.spatial_gating(
         z, kernel, bias, gamma, beta, attention=attention
@@ -60,7 +57,7 @@ def test_ablation_gatings(gating, formula, rng):
     z = rng.normal(size=(2, 6, 5)).astype("float32")
     layer = SpatialGatingUnit(gating=gating)
     layer.build(z.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
     projected = (
         np.einsum(
@@ -78,7 +75,7 @@ def test_ablation_gatings(gating, formula, rng):
 def test_toeplitz_weight_is_shift_invariant(rng):
     layer = SpatialGatingUnit(sequence_length=6, spatial="toeplitz")
     layer.build((None, 6, 4))
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     weight = keras.ops.convert_to_numpy(layer.spatial_weight())
     assert layer.kernel.shape == (11,)
     for shift in range(-5, 6):
@@ -94,7 +91,7 @@ def test_causality_by_perturbation(spatial, causal, rng):
     z = rng.normal(size=(1, 8, 6)).astype("float32")
     layer = SpatialGatingUnit(spatial=spatial, causal=causal)
     layer.build(z.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     j = 4
     perturbed = z.copy()
     perturbed[:, j] = rng.normal(size=perturbed[:, j].shape)
@@ -112,7 +109,7 @@ def test_causality_by_perturbation(spatial, causal, rng):
 def test_shorter_sequence_uses_leading_block(spatial, rng):
     layer = SpatialGatingUnit(sequence_length=9, spatial=spatial)
     layer.build((None, 9, 8))
-    randomize(layer, rng)
+    randomize_weights(layer, rng)
     z = rng.normal(size=(2, 5, 8)).astype("float32")
     kernel, bias, gamma, beta = numpy_weights(layer)
     if spatial == "dense":
@@ -158,15 +155,6 @@ def test_odd_channels_raise():
         SpatialGatingUnit().build((None, 4, 7))
 
 
-def test_config_round_trip():
-    layer = SpatialGatingUnit(
-        sequence_length=5, spatial="toeplitz", causal=True, gating="additive"
-    )
-    config = layer.get_config()
-    clone = SpatialGatingUnit.from_config(config)
-    assert clone.get_config() == config
-
-
 def test_mixed_precision(rng):
     layer = SpatialGatingUnit(dtype="mixed_bfloat16")
     z = rng.normal(size=(2, 4, 6)).astype("float32")
@@ -174,3 +162,28 @@ def test_mixed_precision(rng):
     output = layer(z, attention=attention)
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in layer.weights)
+
+
+class SpatialGatingUnitLayerTest(LayerTestCase):
+    @parameterized.named_parameters(
+        ("dense", {}, (2, 6, 4)),
+        (
+            "causal_toeplitz_additive_shorter_input",
+            {
+                "sequence_length": 9,
+                "spatial": "toeplitz",
+                "causal": True,
+                "gating": "additive",
+            },
+            (2, 6, 8),
+        ),
+    )
+    def test_layer_behaviors(self, kwargs, output_shape):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=SpatialGatingUnit,
+            init_kwargs=kwargs,
+            input_data=rng.normal(size=(2, 6, 8)).astype("float32"),
+            expected_output_shape=output_shape,
+            expected_num_trainable_weights=4,
+        )

@@ -2,6 +2,8 @@ import keras
 import numpy as np
 
 from keras_gmlp.layers import TiedEmbedding
+from tests.layer_test import LayerTestCase
+from tests.layer_test import randomize_weights
 
 
 def test_reverse_uses_transposed_embeddings(rng):
@@ -22,3 +24,32 @@ def test_mask_for_ids_passes_through_reverse():
     np.testing.assert_array_equal(mask, [[True, False]])
     vectors = keras.ops.zeros((1, 2, 2))
     assert layer.compute_mask(vectors, None) is None
+
+
+class TiedEmbeddingLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=TiedEmbedding,
+            init_kwargs={
+                "input_dim": 11,
+                "output_dim": 4,
+                "embeddings_initializer": "he_normal",
+                "mask_zero": True,
+            },
+            input_data=rng.integers(0, 11, size=(2, 6)).astype("int32"),
+            expected_output_shape=(2, 6, 4),
+            expected_num_trainable_weights=1,
+        )
+
+    def test_saved_logits_use_the_same_matrix(self):
+        rng = np.random.default_rng(0)
+        embedding = TiedEmbedding(11, 4, name="embedding")
+        ids = keras.Input(batch_shape=(2, 6), dtype="int32")
+        logits = embedding(embedding(ids), reverse=True)
+        model = keras.Model(ids, logits)
+        randomize_weights(model, rng)
+        data = keras.ops.convert_to_tensor(rng.integers(0, 11, size=(2, 6)))
+        restored = self.run_saving_round_trip(model, data)
+        self.assertLen(restored.weights, 1)
+        self.assertEqual(restored.output.shape, (2, 6, 11))

@@ -4,6 +4,8 @@ import pytest
 
 from keras_gmlp.layers import TinyAttention
 from tests import reference
+from tests.layer_test import LayerTestCase
+from tests.layer_test import randomize_weights
 
 
 def numpy_weights(layer):
@@ -18,16 +20,11 @@ def numpy_weights(layer):
     ]
 
 
-def randomize(layer, rng):
-    for weight in layer.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32") * 0.5)
-
-
 def test_matches_numpy_formula(rng):
     x = rng.normal(size=(2, 6, 10)).astype("float32")
     layer = TinyAttention(4, output_dim=7)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     expected = reference.tiny_attention(x, *numpy_weights(layer))
     output = keras.ops.convert_to_numpy(layer(x))
     assert output.shape == (2, 6, 7)
@@ -38,25 +35,64 @@ def test_causal_matches_lower_triangular_formula(rng):
     x = rng.normal(size=(2, 5, 8)).astype("float32")
     layer = TinyAttention(4, causal=True)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     mask = np.tril(np.ones((5, 5), bool))[None]
     expected = reference.tiny_attention(x, *numpy_weights(layer), mask=mask)
     output = keras.ops.convert_to_numpy(layer(x))
     np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
 
 
+# One row per padding pattern a user meets; 1 marks a real token.
+PADDINGS = {
+    "no padding": [1, 1, 1, 1, 1, 1],
+    "left padding": [0, 0, 1, 1, 1, 1],
+    "right padding": [1, 1, 1, 1, 0, 0],
+    "padding only": [0, 0, 0, 0, 0, 0],
+}
+
+
+def moved_by_each_token(layer, x, padding_mask, rng):
+    """`moved[j, b, i]`: how far output `i` of row `b` moves with token `j`."""
+    before = keras.ops.convert_to_numpy(layer(x, padding_mask=padding_mask))
+    moved = []
+    for j in range(x.shape[1]):
+        perturbed = x.copy()
+        perturbed[:, j] = rng.normal(size=perturbed[:, j].shape)
+        after = layer(perturbed, padding_mask=padding_mask)
+        moved.append(np.abs(keras.ops.convert_to_numpy(after) - before).max(-1))
+    return np.stack(moved)
+
+
 @pytest.mark.parametrize("causal", [True, False])
-def test_causality_by_perturbation(causal, rng):
-    x = rng.normal(size=(1, 7, 8)).astype("float32")
+def test_causality_by_perturbation_for_every_padding(causal, rng):
+    x = rng.normal(size=(len(PADDINGS), 6, 8)).astype("float32")
+    padding_mask = np.array(list(PADDINGS.values()), bool)
     layer = TinyAttention(4, causal=causal)
-    perturbed = x.copy()
-    perturbed[:, 3] = rng.normal(size=(1, 8))
-    moved = np.abs(
-        keras.ops.convert_to_numpy(layer(perturbed))
-        - keras.ops.convert_to_numpy(layer(x))
-    ).max(axis=(0, 2))
-    assert moved[3] > 1e-6
-    assert (moved[:3] > 1e-6).any() == (not causal)
+    layer.build(x.shape)
+    randomize_weights(layer, rng, scale=0.5)
+    moved = moved_by_each_token(layer, x, padding_mask, rng)
+    for row, name in enumerate(PADDINGS):
+        # Largest move of an output before the changed token.
+        leak = max(moved[j, row, :j].max() for j in range(1, 6))
+        if causal:
+            assert leak < 1e-6, f"{name}: an earlier output moved by {leak}"
+        elif name != "padding only":
+            assert leak > 1e-3, f"{name}: the attention does not look ahead"
+
+
+def test_query_without_visible_key_attends_to_nothing(rng):
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    padding_mask = np.array([[0, 0, 0, 0], [0, 1, 1, 1]], bool)
+    layer = TinyAttention(4, causal=True)
+    layer.build(x.shape)
+    randomize_weights(layer, rng, scale=0.5)
+    output = keras.ops.convert_to_numpy(layer(x, padding_mask=padding_mask))
+    bias = keras.ops.convert_to_numpy(layer.output_projection.bias)
+    # Every query of the first row and query 0 of the second see no real
+    # key: their attended value is zero, their output the projection bias.
+    np.testing.assert_allclose(output[0], np.broadcast_to(bias, (4, 8)))
+    np.testing.assert_allclose(output[1, 0], bias)
+    assert np.abs(output[1, 1:] - bias).min() > 1e-4
 
 
 def test_padding_mask_hides_padded_keys(rng):
@@ -64,7 +100,7 @@ def test_padding_mask_hides_padded_keys(rng):
     padding_mask = np.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
     layer = TinyAttention(4)
     layer.build(x.shape)
-    randomize(layer, rng)
+    randomize_weights(layer, rng, scale=0.5)
     expected = reference.tiny_attention(
         x, *numpy_weights(layer), mask=padding_mask[:, None, :]
     )
@@ -79,18 +115,42 @@ def test_padding_mask_hides_padded_keys(rng):
     np.testing.assert_allclose(moved[0, :4], output[0, :4], atol=1e-5)
 
 
-def test_mixed_precision_softmax_in_float32(rng):
-    layer = TinyAttention(4, dtype="mixed_bfloat16")
-    x = rng.normal(size=(2, 5, 8)).astype("float32")
+def test_mixed_precision_softmax_in_float32():
+    """Scores ~45 whose steps (0.35) are near bfloat16's spacing there (0.25).
+
+    Weights are set so that queries, keys and values are exact in bfloat16:
+    every query attends with scores `(128 + j) / sqrt(8)` to the keys
+    `j = 0..7`, whose values are one-hot, and the output projection is the
+    identity, so the output is the softmax itself. A float32 softmax is off
+    by bfloat16's final rounding only (< 0.4 %); any step that rounds the
+    scaled scores to bfloat16 moves the weights by up to 13 %.
+    """
+    tokens, dim = 8, 8
+    layer = TinyAttention(dim, output_dim=dim, dtype="mixed_bfloat16")
+    layer.build((1, tokens, 2 + tokens))
+    qkv = np.zeros((2 + tokens, 3 * dim), "float32")
+    qkv[0, 0] = 16.0  # query (16, 0, ...)
+    qkv[0, dim] = 8.0  # key j: (8 + j / 16, 0, ...)
+    qkv[1, dim] = 1.0 / 16.0
+    qkv[2:, 2 * dim :] = np.eye(tokens)  # value j: one-hot j
+    layer.qkv.kernel.assign(qkv)
+    layer.qkv.bias.assign(np.zeros(3 * dim, "float32"))
+    layer.output_projection.kernel.assign(np.eye(dim, dtype="float32"))
+    layer.output_projection.bias.assign(np.zeros(dim, "float32"))
+    positions = np.arange(tokens, dtype="float32")
+    x = np.concatenate(
+        [np.ones((tokens, 1)), positions[:, None], np.eye(tokens)], axis=-1
+    )[None].astype("float32")
+
     output = layer(x)
+
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in layer.weights)
-    # Large logits would overflow a bfloat16 exponent sum; float32 stays
-    # finite.
-    big = x * 1e3
-    assert np.isfinite(
-        keras.ops.convert_to_numpy(keras.ops.cast(layer(big), "float32"))
-    ).all()
+    expected = reference.softmax((128.0 + positions) / np.sqrt(8.0))
+    output = keras.ops.convert_to_numpy(keras.ops.cast(output, "float32"))
+    np.testing.assert_allclose(
+        output[0], np.broadcast_to(expected, (tokens, tokens)), rtol=1e-2
+    )
 
 
 def test_invalid_attention_dim():
@@ -98,7 +158,21 @@ def test_invalid_attention_dim():
         TinyAttention(0)
 
 
-def test_config_round_trip():
-    layer = TinyAttention(16, output_dim=24, causal=True)
-    config = layer.get_config()
-    assert TinyAttention.from_config(config).get_config() == config
+class TinyAttentionLayerTest(LayerTestCase):
+    def test_layer_behaviors(self):
+        rng = np.random.default_rng(0)
+        self.run_layer_test(
+            cls=TinyAttention,
+            init_kwargs={
+                "attention_dim": 4,
+                "output_dim": 5,
+                "causal": True,
+                "kernel_initializer": "he_normal",
+            },
+            input_data=rng.normal(size=(2, 6, 8)).astype("float32"),
+            expected_output_shape=(2, 6, 5),
+            padding_mask=np.array(
+                [PADDINGS["left padding"], PADDINGS["right padding"]], bool
+            ),
+            expected_num_trainable_weights=4,
+        )

@@ -46,9 +46,10 @@ def test_image_drop_path_rises_linearly():
 def test_preset_keywords_override_the_table():
     model = models.image_classifier("gmlp_s16_224", num_layers=2, num_classes=7)
     assert model.output_shape == (None, 7)
-    assert (
-        len([x for x in model.layers if isinstance(x, layers.GMLPBlock)]) == 2
-    )
+    blocks = [
+        x for x in model.backbone.layers if isinstance(x, layers.GMLPBlock)
+    ]
+    assert len(blocks) == 2
 
 
 @pytest.mark.parametrize(
@@ -107,14 +108,29 @@ def test_masked_lm_accepts_shorter_sequences_and_rejects_longer():
         model(np.ones((1, 13), "int32"))
 
 
-def test_masked_lm_shorter_sequence_equals_leading_tokens_of_causal_model():
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_causal_lm_shorter_sequence_uses_the_leading_block_of_w(spatial):
     # In a causal model a prefix's outputs do not depend on what follows,
     # so running the prefix alone (the leading block of W) must agree.
-    model = models.causal_lm(**TINY_TEXT)
+    model = models.causal_lm(**dict(TINY_TEXT, spatial=spatial))
+    rng = np.random.default_rng(0)
+    for weight in model.weights:  # W far from its near-zero start
+        weight.assign(rng.normal(0.0, 0.5, weight.shape).astype("float32"))
     ids = np.random.default_rng(1).integers(1, 50, size=(2, 12)).astype("int32")
     full = array(model(ids))
     prefix = array(model(ids[:, :5]))
     np.testing.assert_allclose(prefix, full[:, :5], rtol=1e-4, atol=1e-5)
+    if spatial == "toeplitz":
+        return  # shift-invariant: its trailing block equals its leading one
+    # The comparison can fail: with the trailing block of each W in place of
+    # the leading one, the prefix's outputs move.
+    for index in range(TINY_TEXT["num_layers"]):
+        kernel = model.get_layer(f"block_{index}").spatial_gating_unit.kernel
+        weight = array(kernel)
+        weight[:5, :5] = weight[-5:, -5:]
+        kernel.assign(weight)
+    trailing = array(model(ids[:, :5]))
+    assert np.abs(trailing - full[:, :5]).max() > 1e-2
 
 
 def test_causal_lm_no_future_leak():

@@ -1,0 +1,258 @@
+"""The spatial gating unit with a symbolic token count, and its FFT path."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import GMLPBlock
+from keras_gmlp.layers import SpatialGatingUnit
+from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
+
+BACKEND = keras.config.backend()
+
+
+def randomize(layer, rng, scale=0.5):
+    for weight in layer.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32") * scale)
+
+
+@pytest.mark.skipif(
+    BACKEND not in ("tensorflow", "jax"),
+    reason="Keras exports a tf_saved_model from TensorFlow and JAX only",
+)
+def test_saved_model_with_a_variable_length_serves_every_length(tmp_path, rng):
+    import tensorflow as tf
+
+    length = 8
+    inputs = keras.Input((None,), dtype="int32")
+    x = keras.layers.Embedding(20, 8)(inputs)
+    for spatial in ("dense", "toeplitz"):
+        for causal in (False, True):
+            x = GMLPBlock(
+                16, sequence_length=length, spatial=spatial, causal=causal
+            )(x)
+    # The FFT path, forced at this length.
+    for causal in (False, True):
+        x = keras.layers.Dense(16)(x)
+        x = SpatialGatingUnit(
+            length, spatial="toeplitz", causal=causal, toeplitz_method="fft"
+        )(x)
+    model = keras.Model(inputs, x)
+    randomize(model, rng)
+    # Under JAX the `None` length is exported as a symbolic dimension.
+    model.export(str(tmp_path), format="tf_saved_model", verbose=False)
+    loaded = tf.saved_model.load(str(tmp_path))
+    for tokens in (3, length):
+        ids = rng.integers(0, 20, size=(2, tokens)).astype("int32")
+        expected = keras.ops.convert_to_numpy(model(ids))
+        served = loaded.serve(tf.constant(ids)).numpy()
+        assert served.shape == (2, tokens, 8)
+        np.testing.assert_allclose(served, expected, rtol=1e-4, atol=1e-4)
+
+
+def numpy_weights(layer):
+    return [
+        keras.ops.convert_to_numpy(w)
+        for w in (layer.kernel, layer.bias, layer.norm.gamma, layer.norm.beta)
+    ]
+
+
+def toeplitz_reference(kernel, length, causal):
+    """`W[i, j] = w[i - j + n - 1]` (zero above the diagonal if causal)."""
+    n = (len(kernel) + 1) // 2
+    weight = np.zeros((length, length))
+    for i in range(length):
+        for j in range(length):
+            if j <= i or not causal:
+                weight[i, j] = kernel[i - j + n - 1]
+    return weight
+
+
+def sgu_reference(layer, z):
+    """`u * (W @ LN(v) + b)` in float64, from the layer's weights."""
+    kernel, bias, gamma, beta = (
+        w.astype("float64") for w in numpy_weights(layer)
+    )
+    length = z.shape[1]
+    u, v = np.split(z.astype("float64"), 2, axis=-1)
+    mean = v.mean(-1, keepdims=True)
+    v = (v - mean) / np.sqrt(v.var(-1, keepdims=True) + 1e-5) * gamma + beta
+    weight = toeplitz_reference(kernel, length, layer.causal)
+    return u * (np.einsum("ij,bjc->bic", weight, v) + bias[:length, None])
+
+
+def make_pair(rng, causal, sequence_length=12, channels=10, dtype=None):
+    """A Toeplitz unit by FFT and one by matmul, with equal random weights."""
+    units = [
+        SpatialGatingUnit(
+            sequence_length=sequence_length,
+            spatial="toeplitz",
+            causal=causal,
+            toeplitz_method=method,
+            dtype=dtype,
+        )
+        for method in ("fft", "matmul")
+    ]
+    for unit in units:
+        unit.build((None, sequence_length, channels))
+    for weights in zip(*(unit.weights for unit in units), strict=True):
+        values = rng.normal(size=weights[0].shape).astype("float32")
+        for weight in weights:
+            weight.assign(values)
+    return units
+
+
+def gradients(layer, z, cotangent):
+    """d sum(layer(z) * cotangent) / d (z, kernel, bias), in numpy."""
+    if BACKEND == "jax":
+        import jax
+
+        def loss(trainable, z):
+            outputs, _ = layer.stateless_call(
+                trainable, [w.value for w in layer.non_trainable_weights], z
+            )
+            return (outputs.astype("float32") * cotangent).sum()
+
+        trainable = [w.value for w in layer.trainable_weights]
+        by_weight, by_input = jax.grad(loss, argnums=(0, 1))(trainable, z)
+        by_weight = dict(
+            zip(
+                [w.path for w in layer.trainable_weights],
+                by_weight,
+                strict=True,
+            )
+        )
+        grads = [
+            by_input,
+            by_weight[layer.kernel.path],
+            by_weight[layer.bias.path],
+        ]
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        z = tf.constant(z)
+        with tf.GradientTape() as tape:
+            tape.watch(z)
+            loss = tf.reduce_sum(tf.cast(layer(z), "float32") * cotangent)
+        grads = tape.gradient(loss, [z, layer.kernel.value, layer.bias.value])
+    else:
+        import torch
+
+        z = torch.tensor(z, requires_grad=True)
+        loss = (layer(z).float() * torch.tensor(cotangent)).sum()
+        grads = torch.autograd.grad(
+            loss, [z, layer.kernel.value, layer.bias.value]
+        )
+    return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
+
+
+def gradients_reference(layer, z, cotangent):
+    """The kernel and bias gradients of `sgu_reference`, in float64."""
+    kernel, _, gamma, beta = (w.astype("float64") for w in numpy_weights(layer))
+    n = layer.sequence_length
+    length = z.shape[1]
+    u, v = np.split(z.astype("float64"), 2, axis=-1)
+    mean = v.mean(-1, keepdims=True)
+    v = (v - mean) / np.sqrt(v.var(-1, keepdims=True) + 1e-5) * gamma + beta
+    gated = cotangent * u  # d loss / d (W @ v + b)
+    by_weight = np.einsum("bic,bjc->ij", gated, v)
+    by_kernel = np.zeros(2 * n - 1)
+    for i in range(length):
+        for j in range(length):
+            if j <= i or not layer.causal:
+                by_kernel[i - j + n - 1] += by_weight[i, j]
+    by_bias = np.zeros(n)
+    by_bias[:length] = gated.sum(axis=(0, 2))
+    return by_kernel, by_bias
+
+
+def assert_close(actual, expected, tolerance):
+    """Equal to `tolerance` relative to the largest magnitude expected."""
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=tolerance * scale)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length", [12, 5, 1])
+def test_fft_equals_materialised_product_and_reference(causal, length, rng):
+    fft, matmul = make_pair(rng, causal)
+    assert fft.uses_fft(length) and not matmul.uses_fft(length)
+    z = rng.normal(size=(2, length, 10)).astype("float32")
+    expected = sgu_reference(fft, z)
+    by_fft = keras.ops.convert_to_numpy(fft(z))
+    assert_close(by_fft, expected, 1e-5)
+    assert_close(by_fft, keras.ops.convert_to_numpy(matmul(z)), 1e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length", [12, 5])
+def test_fft_gradients_equal_materialised_and_reference(causal, length, rng):
+    fft, matmul = make_pair(rng, causal)
+    z = rng.normal(size=(2, length, 10)).astype("float32")
+    cotangent = rng.normal(size=(2, length, 5)).astype("float32")
+    by_fft = gradients(fft, z, cotangent)
+    by_matmul = gradients(matmul, z, cotangent)
+    for actual, expected in zip(by_fft, by_matmul, strict=True):
+        assert_close(actual, expected, 1e-5)
+    by_kernel, by_bias = gradients_reference(fft, z, cotangent)
+    assert_close(by_fft[1], by_kernel, 1e-5)
+    assert_close(by_fft[2], by_bias, 1e-5)
+    if causal:  # Taps of negative offsets see no token: no gradient.
+        np.testing.assert_array_equal(by_fft[1][:11], 0.0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fft_under_mixed_bfloat16(causal, rng):
+    """Outputs in bfloat16, weights in float32, results to bfloat16's
+    precision (2^-8): the FFT itself runs in float32."""
+    fft, matmul = make_pair(rng, causal, dtype="mixed_bfloat16")
+    z = rng.normal(size=(2, 12, 10)).astype("float32")
+    cotangent = rng.normal(size=(2, 12, 5)).astype("float32")
+    by_kernel, by_bias = gradients_reference(fft, z, cotangent)
+    output = fft(z)
+    assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
+    assert all(w.dtype == "float32" for w in fft.weights)
+    output = keras.ops.convert_to_numpy(keras.ops.cast(output, "float32"))
+    assert_close(output, sgu_reference(fft, z), 1e-2)
+    by_fft = gradients(fft, z, cotangent)
+    assert_close(by_fft[1], by_kernel, 1e-2)
+    assert_close(by_fft[2], by_bias, 1e-2)
+    assert_close(by_fft[0], gradients(matmul, z, cotangent)[0], 1e-2)
+
+
+def test_auto_takes_the_fft_from_the_crossover_on():
+    crossover = FFT_CROSSOVER[BACKEND]
+    unit = SpatialGatingUnit(sequence_length=crossover, spatial="toeplitz")
+    assert unit.toeplitz_method == "auto"
+    assert unit.uses_fft(crossover)
+    assert not unit.uses_fft(crossover - 1)
+    # A length known only when run: decided by the largest length.
+    assert unit.uses_fft(None)
+    short = SpatialGatingUnit(sequence_length=crossover - 1, spatial="toeplitz")
+    assert not short.uses_fft(None)
+    assert not SpatialGatingUnit(sequence_length=crossover).uses_fft(crossover)
+    matmul = SpatialGatingUnit(
+        sequence_length=crossover, spatial="toeplitz", toeplitz_method="matmul"
+    )
+    assert not matmul.uses_fft(crossover)
+
+
+def test_config_round_trip_keeps_the_method():
+    unit = SpatialGatingUnit(
+        sequence_length=5, spatial="toeplitz", toeplitz_method="fft"
+    )
+    config = unit.get_config()
+    assert config["toeplitz_method"] == "fft"
+    assert SpatialGatingUnit.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"toeplitz_method": "conv"}, "toeplitz_method='conv'"),
+        ({"toeplitz_method": "fft"}, "spatial='dense'"),
+    ],
+)
+def test_invalid_method(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SpatialGatingUnit(**kwargs)
