@@ -2,8 +2,9 @@
 
 `batches(data, split, ...)` turns a split of a
 `keras_gmlp.data.image_sources.ImageDataset` into the batches a model
-trains or is evaluated on; `normalize_images` is the models' input scaling
-(the serving signature applies the same).
+trains or is evaluated on: sized and augmented pixels in [0, 255], for a
+task whose preprocessor (`GMLPImageConverter`) scales them as it does when
+serving, or scaled to [-1, 1] here (`normalize_images`) for a bare model.
 """
 
 import tensorflow as tf
@@ -35,14 +36,16 @@ def batches(
     drop_remainder=None,
     cache=None,
     shuffle_buffer=10000,
+    normalize=True,
 ):
     """The input pipeline of a split: decoded, sized, augmented, batched.
 
     Training: cache (where it fits), shuffle, per-image geometry and
     RandAugment, `drop_remainder` batches, MixUp/CutMix and random erasing,
-    normalisation to [-1, 1], one-hot labels, prefetch. Evaluation: resize
-    (or centre crop for varying sizes), normalise, batch, prefetch. Every
-    `map` runs with `num_parallel_calls=AUTOTUNE`.
+    normalisation to [-1, 1] (unless `normalize=False`), one-hot labels,
+    prefetch. Evaluation: resize (or centre crop for varying sizes),
+    normalise, batch, prefetch. Every `map` runs with
+    `num_parallel_calls=AUTOTUNE`.
 
     Args:
         data: `keras_gmlp.data.image_sources.ImageDataset`.
@@ -56,10 +59,14 @@ def batches(
         cache: bool or `None`. Cache decoded images in memory; defaults to
             caching when the split fits in 2 GiB.
         shuffle_buffer: int. Shuffle buffer size. Defaults to `10000`.
+        normalize: bool. Whether to scale the pixels to [-1, 1]; `False`
+            leaves them in [0, 255] for a task's preprocessor. Defaults to
+            `True`.
 
     Returns:
         A `tf.data.Dataset` of `(float32 images (batch, height, width,
-        channels) in [-1, 1], float32 one-hot labels (batch, classes))`.
+        channels) in [-1, 1] (or [0, 255]), float32 one-hot labels (batch,
+        classes))`.
 
     Example:
 
@@ -126,8 +133,9 @@ def batches(
         dataset = dataset.map(
             augmenter.augment_batch, num_parallel_calls=tf.data.AUTOTUNE
         )
-    dataset = dataset.map(
-        lambda images, labels: (normalize_images(images), labels),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    if normalize:
+        dataset = dataset.map(
+            lambda images, labels: (normalize_images(images), labels),
+            num_parallel_calls=tf.data.AUTOTUNE,
+        )
     return dataset.prefetch(tf.data.AUTOTUNE)

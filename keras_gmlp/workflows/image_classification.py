@@ -2,12 +2,15 @@
 
 `keras-gmlp train-image-classifier` (and `recipes/image_classification.py`)
 run `run(config)`: the dataset (`keras_gmlp.data.image_sources`), its
-batches and augmentation (`keras_gmlp.data.images`), a gMLP of the preset
-and overrides, AdamW with warmup and cosine decay, the resumable fit
-(`keras_gmlp.training.fit`), then `model.keras`, a SavedModel taking uint8
-images, plots and `results.json` (with each block's spatial locality).
-`evaluate_run` scores a finished run again; `predict_image` classifies an
-image file.
+batches and augmentation (`keras_gmlp.data.images`), a `GMLPImageClassifier`
+of the preset and overrides, AdamW with warmup and cosine decay, the
+resumable fit (`keras_gmlp.training.fit`), then `model.keras`, a preset
+folder (`preset/`, for `GMLPImageClassifier.from_preset`), a SavedModel
+taking uint8 images, plots and `results.json` (with each block's spatial
+locality). The task's preprocessor (`GMLPImageConverter`: resize, then
+[0, 255] -> [-1, 1]) scales the training and held-out batches inside
+`fit`, as it does in `predict` and in the SavedModel. `evaluate_run` scores
+a finished run again; `predict_image` classifies an image file.
 """
 
 import argparse
@@ -35,6 +38,7 @@ DESCRIPTION = (
 )
 DATASET_DEFAULT = "default: the dataset's"
 MODEL_FILES = ("model.keras", "best.keras", "last.keras")
+PRESET_DIR = "preset"
 
 
 def add_arguments(parser):
@@ -159,6 +163,7 @@ def run(config, callbacks=None):
     with distribution.scope():
         model = build_model(config.preset, model_config, config.mixed_precision)
     image_size = tuple(model.inputs[0].shape[1:3])
+    # Pixels in [0, 255]: the task's preprocessor scales them in `fit`.
     train = images.batches(
         data,
         "train",
@@ -167,6 +172,7 @@ def run(config, callbacks=None):
         True,
         config.augment_config(),
         seed=config.seed,
+        normalize=False,
     )
     validation = images.batches(
         data,
@@ -175,6 +181,7 @@ def run(config, callbacks=None):
         image_size,
         False,
         drop_remainder=distribution.num_replicas > 1,
+        normalize=False,
     )
     # The training data repeats and an epoch is a number of steps: the
     # schedule's length is exact even when corrupt images are skipped, and
@@ -287,22 +294,29 @@ def run(config, callbacks=None):
 
 
 def build_model(preset, model_config, mixed_precision="none"):
-    """The classifier: `models.image_classifier(preset, **model_config)`.
+    """The classifier task, with its preprocessor for raw images.
 
+    `models.image_classifier(preset, **model_config)`'s backbone and head,
+    with a `GMLPImageClassifierPreprocessor` whose `GMLPImageConverter`
+    resizes raw images to the model's size and scales them to [-1, 1].
     Under mixed precision the head computes in float32 (Keras' advice, for
-    a stable loss; TensorFlow's top-k metric needs float32 logits): the
-    same task over the same backbone, with a float32 head.
+    a stable loss; TensorFlow's top-k metric needs float32 logits).
     """
-    model = models.image_classifier(preset, **model_config)
-    if mixed_precision != "none":
-        model = type(model)(
-            backbone=model.backbone,
-            num_classes=model.num_classes,
-            dropout=model.dropout,
-            head_dtype="float32",
-            name=model.name,
-        )
-    return model
+    from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+        GMLPImageClassifierPreprocessor,
+    )
+    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+
+    bare = models.image_classifier(preset, **model_config)
+    converter = GMLPImageConverter(image_size=bare.backbone.image_size)
+    return type(bare)(
+        backbone=bare.backbone,
+        num_classes=bare.num_classes,
+        preprocessor=GMLPImageClassifierPreprocessor(converter),
+        dropout=bare.dropout,
+        head_dtype="float32" if mixed_precision != "none" else None,
+        name=bare.name,
+    )
 
 
 def classification_metrics(num_classes):
@@ -316,10 +330,16 @@ def classification_metrics(num_classes):
 
 
 def save_outputs(config, model, title, image_size):
-    """Writes model.keras, the SavedModel and the plots; returns paths."""
+    """Writes model.keras, the preset, the SavedModel and the plots.
+
+    Returns:
+        A dict of the paths written.
+    """
     output_dir = config.output_dir
     outputs = {"model": os.path.join(output_dir, "model.keras")}
     model.save(outputs["model"])
+    outputs["preset"] = os.path.join(output_dir, PRESET_DIR)
+    model.save_to_preset(outputs["preset"])
     if config.export:
         outputs["saved_model"] = export_classifier(
             model, os.path.join(output_dir, "saved_model")
@@ -345,28 +365,47 @@ def save_outputs(config, model, title, image_size):
 
 
 def export_classifier(model, export_dir):
-    """Exports a SavedModel: uint8 images -> class probabilities."""
+    """Exports a SavedModel: uint8 images -> class probabilities.
+
+    The serving model scales the pixels with the task's image converter's
+    `scale` and `offset` ([0, 255] -> [-1, 1]) in a `Rescaling` layer: the
+    converter itself runs TensorFlow code that JAX cannot trace, and its
+    resize is the identity on images of the model's size, which the
+    SavedModel takes.
+    """
     from keras_gmlp.export import export_saved_model
 
+    converter = image_converter(model)
+    scaling = keras.layers.Rescaling(
+        converter.scale, offset=converter.offset, name="pixel_scaling"
+    )
     return export_saved_model(
-        model,
-        export_dir,
-        input_dtype="uint8",
-        preprocessing=[pixel_scaling()],
+        model, export_dir, input_dtype="uint8", preprocessing=[scaling]
     )
 
 
-def pixel_scaling():
-    """The models' input scaling as a layer: [0, 255] -> [-1, 1]."""
-    from keras_gmlp.data import images
+def image_converter(model):
+    """The model's `GMLPImageConverter`, or one for its input size."""
+    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 
-    return keras.layers.Rescaling(
-        images.PIXEL_SCALE, offset=images.PIXEL_OFFSET
-    )
+    preprocessor = getattr(model, "preprocessor", None)
+    converter = getattr(preprocessor, "image_converter", None)
+    if converter is not None:
+        return converter
+    return GMLPImageConverter(image_size=tuple(model.inputs[0].shape[1:3]))
 
 
 def load_run_model(run_dir):
-    """The trained model of a run, uncompiled."""
+    """The trained task of a run (its preset, else its `.keras` file).
+
+    Runs of earlier versions saved a bare model without preprocessor.
+    """
+    from keras_gmlp.models import gmlp_image_classifier
+
+    preset = os.path.join(run_dir, PRESET_DIR)
+    if os.path.isdir(preset):
+        task = gmlp_image_classifier.GMLPImageClassifier
+        return task.from_preset(preset)
     path = run_folder.find_file(run_dir, MODEL_FILES)
     return keras.saving.load_model(path, compile=False)
 
@@ -396,6 +435,7 @@ def evaluate_run(run_dir, batch_size=None):
         batch_size,
         tuple(model.inputs[0].shape[1:3]),
         False,
+        normalize=getattr(model, "preprocessor", None) is None,
     )
     model.compile(
         loss=keras.losses.CategoricalCrossentropy(
@@ -407,11 +447,11 @@ def evaluate_run(run_dir, batch_size=None):
 
 
 def predict_image(run_dir, image_path, top_k=5):
-    """Classifies an image file with a run's model.
+    """Classifies an image file with a run's task.
 
-    The image is decoded, sized as the run's held-out images were (resized
-    whole for the digits and CIFAR families, else its central 87.5 %
-    crop), scaled to [-1, 1] and classified.
+    The image goes through the task's preprocessor (its image converter:
+    the largest centred crop of the model's aspect ratio, resized and
+    scaled to [-1, 1]), as raw images do in `task.predict`.
 
     Args:
         run_dir: str. The run's `output_dir`.
@@ -423,23 +463,15 @@ def predict_image(run_dir, image_path, top_k=5):
     """
     import tensorflow as tf
 
-    from keras_gmlp.data.augment import center_crop_resize
-    from keras_gmlp.data.images import normalize_images
-
     record = run_folder.read_run_config(run_dir)
-    config = ImageClassificationConfig.from_dict(record["config"])
     model = load_run_model(run_dir)
-    height, width, channels = model.inputs[0].shape[1:]
+    channels = model.inputs[0].shape[-1]
     if not os.path.exists(image_path):
         raise FileNotFoundError(f"No image file {image_path!r}.")
     image = tf.io.decode_image(
         tf.io.read_file(image_path), channels=channels, expand_animations=False
-    )
-    image = tf.cast(image, tf.float32)
-    if config.dataset_family() in ("digits", "cifar"):
-        image = tf.image.resize(image, (height, width), method="bilinear")
-    else:
-        image = center_crop_resize(image, (height, width))
-    image = normalize_images(tf.clip_by_value(image, 0.0, 255.0))
-    logits = model.predict(image.numpy()[None], verbose=0)[0]
+    ).numpy()[None]
+    if getattr(model, "preprocessor", None) is None:
+        image = image_converter(model)(image)
+    logits = model.predict(image, verbose=0)[0]
     return predictions.top_k(logits, record.get("class_names"), top_k)

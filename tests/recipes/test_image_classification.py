@@ -102,6 +102,21 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     served = loaded.serve(tf.constant(pixels))
     np.testing.assert_allclose(served.numpy(), expected, atol=2e-5)
 
+    # The preset folder: keras-hub's generic class finds the gMLP task, and
+    # its preprocessor takes the raw uint8 images.
+    import keras_hub
+
+    task = keras_hub.models.ImageClassifier.from_preset(
+        str(output_dir / "preset")
+    )
+    assert type(task).__name__ == "GMLPImageClassifier"
+    logits = task.predict(pixels, verbose=0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras.ops.softmax(logits)),
+        expected,
+        atol=2e-5,
+    )
+
     # The run through the other commands: scored again as in training,
     # an image file classified as the held-out images are, re-exported.
     capsys.readouterr()
