@@ -16,6 +16,25 @@ def _blocks(model):
     ]
 
 
+def _token_predictor(model):
+    """A function from a token-id buffer to logits for `model`.
+
+    A builder's model takes the ids; a `GMLPCausalLM` takes a dict of ids
+    and padding mask, and is run through a plain functional view of its
+    graph, so that no preprocessor is applied.
+    """
+    if not isinstance(model.input, dict):
+        return model.predict_on_batch
+    plain = keras.Model(model.input, model.output)
+
+    def predict(tokens):
+        return plain.predict_on_batch(
+            {"token_ids": tokens, "padding_mask": tokens != 0}
+        )
+
+    return predict
+
+
 def model_sequence_length(model):
     """The largest number of tokens a gMLP text model accepts, or `None`."""
     lengths = [block.sequence_length for block in _blocks(model)]
@@ -43,8 +62,9 @@ def generate(
     that a prompt gives the same tokens padded or alone.
 
     Args:
-        model: a `keras_gmlp.models.causal_lm` model (token ids to
-            next-token logits).
+        model: a `keras_gmlp.GMLPCausalLM` (as `keras_gmlp.models.causal_lm`
+            builds it), or a functional model from token ids to next-token
+            logits.
         prompt_ids: int array-like `(tokens,)` or `(batch, tokens)`.
             Prompts of different lengths are padded on the left with `0`
             (`[PAD]`); each row is generated as its prompt alone would be.
@@ -138,9 +158,10 @@ def generate(
     for row in rows:
         tokens[row, : lengths[row]] = prompt[row, padding[row] :]
     finished = np.zeros(batch, bool)
+    predict = _token_predictor(model)
     for step in range(max_new_tokens):
         positions = lengths + step
-        logits = model.predict_on_batch(tokens)
+        logits = predict(tokens)
         logits = keras.ops.convert_to_numpy(logits)[rows, positions - 1]
         logits = logits.astype("float64") / temperature
         if strategy == "greedy":

@@ -8,9 +8,12 @@ GATING_MODES = ("split", "multiplicative", "additive", "linear")
 TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 
 # Token counts from which `toeplitz_method="auto"` applies a Toeplitz weight
-# by FFT instead of the materialised product, per backend. Chosen from
-# `benchmarks/spatial_gating.py` (results in `benchmarks/results/`).
-FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
+# by FFT instead of the materialised product, per backend: where the FFT
+# was at least as fast, forward and forward + backward, for a unit of 1536
+# gated channels (gMLP-base text width) in `benchmarks/spatial_gating.py`
+# (`benchmarks/results/spatial_gating_*.json`; torch on one thread). For
+# 128 gated channels it was faster from 512 tokens on every backend.
+FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 2048}
 
 
 def fast_fft_length(minimum):
@@ -73,6 +76,13 @@ class SpatialGatingUnit(keras.layers.Layer):
     `W` starts near zero and `b` at one, so at initialisation the unit
     returns `u` and the gMLP block behaves as a plain feed-forward network.
 
+    A Toeplitz `W` is applied in `O(n log n)` by FFT on long sequences
+    (see `toeplitz_method`); the weights and the result are the same. The
+    token count may be symbolic, as in a SavedModel exported from JAX with
+    a `None` length: the unit then gathers the leading block of its weights
+    instead of slicing, and cannot check the length while tracing, so such
+    a model must be served at most `sequence_length` tokens.
+
     Args:
         sequence_length: int. The largest number of tokens the unit accepts.
             Shorter sequences use the leading block of `W`. Defaults to
@@ -112,7 +122,12 @@ class SpatialGatingUnit(keras.layers.Layer):
     Example:
 
     >>> z = keras.random.normal((2, 16, 64))
-    >>> keras_gmlp.layers.SpatialGatingUnit()(z).shape
+    >>> tuple(keras_gmlp.layers.SpatialGatingUnit()(z).shape)
+    (2, 16, 32)
+    >>> unit = keras_gmlp.layers.SpatialGatingUnit(
+    ...     spatial="toeplitz", toeplitz_method="fft"
+    ... )
+    >>> tuple(unit(z).shape)
     (2, 16, 32)
 
     References:
@@ -308,13 +323,18 @@ class SpatialGatingUnit(keras.layers.Layer):
             zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
             x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
             x_real, x_imag = ops.rfft(x)
-        y = ops.irfft(
-            (
-                x_real * taps_real - x_imag * taps_imag,
-                x_real * taps_imag + x_imag * taps_real,
-            ),
-            fft_length=fft_length,
-        )
+        if keras.config.backend() == "jax":
+            # A complex product: XLA turns the taps' gradient of the real
+            # and imaginary parts into slow reductions over the channels
+            # (2.4x slower backward at n = 8192, measured).
+            product = ops.view_as_complex(
+                ops.stack([x_real, x_imag], axis=-1)
+            ) * ops.view_as_complex(ops.stack([taps_real, taps_imag], axis=-1))
+            y_real, y_imag = ops.real(product), ops.imag(product)
+        else:
+            y_real = x_real * taps_real - x_imag * taps_imag
+            y_imag = x_real * taps_imag + x_imag * taps_real
+        y = ops.irfft((y_real, y_imag), fft_length=fft_length)
         y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
         bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
         return ops.cast(y + bias[:, None], dtype)

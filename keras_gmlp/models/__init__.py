@@ -1,6 +1,27 @@
-"""Functional model builders of gMLP and aMLP, and their presets."""
+"""gMLP and aMLP models: keras-hub backbones, tasks and preprocessors, the
+functional builders (the short form) and the paper's presets."""
 
 from keras_gmlp.models.causal_lm import causal_lm
+from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
+    GMLPCausalLMPreprocessor,
+)
+from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
+from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+    GMLPImageClassifierPreprocessor,
+)
+from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+    GMLPMaskedLMPreprocessor,
+)
+from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text_classifier import GMLPTextClassifier
+from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
+    GMLPTextClassifierPreprocessor,
+)
+from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
 from keras_gmlp.models.image_classifier import image_classifier
 from keras_gmlp.models.last_token_pooling import LastTokenPooling
 from keras_gmlp.models.masked_lm import masked_lm
@@ -9,6 +30,18 @@ from keras_gmlp.models.presets import PRESETS
 from keras_gmlp.models.text_classifier import text_classifier
 
 __all__ = [
+    "GMLPCausalLM",
+    "GMLPCausalLMPreprocessor",
+    "GMLPImageBackbone",
+    "GMLPImageClassifier",
+    "GMLPImageClassifierPreprocessor",
+    "GMLPImageConverter",
+    "GMLPMaskedLM",
+    "GMLPMaskedLMPreprocessor",
+    "GMLPTextBackbone",
+    "GMLPTextClassifier",
+    "GMLPTextClassifierPreprocessor",
+    "GMLPTokenizer",
     "LastTokenPooling",
     "PRESETS",
     "causal_lm",

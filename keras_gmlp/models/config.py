@@ -1,5 +1,7 @@
 """Resolution of a builder's preset and keyword configuration."""
 
+import keras
+
 from keras_gmlp.models.presets import PRESETS
 
 
@@ -52,3 +54,32 @@ def drop_path_rates(drop_path_rate, num_layers):
         return [drop_path_rate]
     step = drop_path_rate / (num_layers - 1)
     return [step * i for i in range(num_layers)]
+
+
+NO_DECAY_NAMES = ("bias", "gamma", "beta")
+
+
+def task_optimizer(learning_rate, weight_decay=0.01):
+    """The default optimizer of the text tasks' `compile()`.
+
+    AdamW with decoupled weight decay on every weight except biases and
+    normalisation scales and offsets (variables named `bias`, `gamma` or
+    `beta`, which include the spatial gating unit's per-token bias; its
+    spatial weight decays in both forms), and gradients clipped to a global
+    norm of 1.
+
+    Args:
+        learning_rate: float or `keras.optimizers.schedules`
+            `LearningRateSchedule`.
+        weight_decay: float. Decoupled weight decay. Defaults to `0.01`.
+
+    Returns:
+        A `keras.optimizers.AdamW`.
+    """
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=learning_rate,
+        weight_decay=weight_decay,
+        global_clipnorm=1.0,
+    )
+    optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
+    return optimizer

@@ -256,3 +256,60 @@ def test_config_round_trip_keeps_the_method():
 def test_invalid_method(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SpatialGatingUnit(**kwargs)
+
+
+def test_masked_lm_of_8192_tokens_takes_a_training_step(rng):
+    from keras_gmlp.models import masked_lm
+
+    length = 8192
+    model = masked_lm(
+        vocabulary_size=50,
+        sequence_length=length,
+        num_layers=1,
+        hidden_dim=16,
+        ffn_dim=32,
+    )
+    unit = model.get_layer("block_0").spatial_gating_unit
+    assert unit.uses_fft(length)
+    model.compile(
+        optimizer=keras.optimizers.SGD(0.1),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    ids = rng.integers(1, 50, size=(1, length)).astype("int32")
+    kernel = keras.ops.convert_to_numpy(unit.kernel)
+    loss = model.train_on_batch(ids, ids)
+    assert np.isfinite(loss)
+    assert np.abs(keras.ops.convert_to_numpy(unit.kernel) - kernel).max() > 0
+
+
+@pytest.mark.skipif(
+    BACKEND != "tensorflow",
+    reason="a token count known only when run: a TensorFlow graph traced "
+    "with a None length (Keras relaxes fit's shapes to it)",
+)
+@pytest.mark.parametrize("causal", [False, True])
+def test_unknown_length_in_a_graph_gives_the_same_values(causal, rng):
+    import tensorflow as tf
+
+    fft, matmul = make_pair(rng, causal)
+    z = rng.normal(size=(2, 7, 10)).astype("float32")
+    cotangent = rng.normal(size=(2, 7, 5)).astype("float32")
+    eager = {unit: gradients(unit, z, cotangent) for unit in (fft, matmul)}
+    for unit in (fft, matmul):
+
+        @tf.function(input_signature=[tf.TensorSpec((None, None, 10))])
+        def traced(z, unit=unit):
+            assert z.shape[1] is None
+            with tf.GradientTape() as tape:
+                tape.watch(z)
+                outputs = unit(z)
+                loss = tf.reduce_sum(outputs * cotangent)
+            grads = tape.gradient(loss, [z, unit.kernel.value, unit.bias.value])
+            return outputs, grads
+
+        outputs, grads = traced(tf.constant(z))
+        assert_close(outputs.numpy(), sgu_reference(unit, z), 1e-5)
+        for actual, expected in zip(grads, eager[unit], strict=True):
+            # A gather's gradient comes as IndexedSlices.
+            actual = tf.convert_to_tensor(actual).numpy()
+            assert_close(actual, expected, 1e-5)

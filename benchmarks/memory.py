@@ -1,0 +1,221 @@
+"""Peak memory (RSS) of a gMLP training step against timm's.
+
+Issue 12, benchmark 5. Each measurement is a fresh process: it imports
+the framework, builds the model and its optimizer and one batch, reads
+the peak resident set size (`ru_maxrss`), runs N training steps and reads
+it again. `step_peak_mib` is the growth of the peak over the built model:
+activations kept for the backward pass, gradients, optimizer slots and,
+on the first step, compilation. `peak_mib` is the process's whole peak.
+timm (PyTorch eager, `benchmarks/timm_worker.py` in the timm virtualenv)
+is measured the same way with the same batch; `x timm` = keras / timm.
+Memory does not depend on the machine's load, so one process per row.
+
+Usage:
+    python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8
+Results: benchmarks/results/memory_<model>.json
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_header  # noqa: E402
+import vision  # noqa: E402
+
+
+def keras_measurement(args):
+    """In a fresh process: peak RSS before and after the training steps."""
+    import numpy as np
+
+    vision.configure_threads(args.threads)
+    model = vision.build_variant(
+        args.model,
+        args.image_size,
+        vision.JIT_COMPILE[args.jit],
+        args.precision,
+    )
+    rng = np.random.default_rng(0)
+    images = rng.uniform(
+        size=(args.batch_size, args.image_size, args.image_size, 3)
+    ).astype("float32")
+    labels = rng.integers(0, 1000, (args.batch_size,))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(args.steps):
+        model.train_on_batch(images, labels)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"maxrss_built_kib": before, "maxrss_trained_kib": after}))
+
+
+def run_json(command, env):
+    result = subprocess.run(
+        command,
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=bench_header.REPOSITORY,
+    )
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"error": result.stderr[-500:]}
+
+
+def timm_measurement(args, model):
+    """timm in a fresh process: the worker's `memory` command."""
+    command = [
+        args.timm_python,
+        os.path.join(HERE, "timm_worker.py"),
+        "--model",
+        model,
+        "--batch-size",
+        str(args.batch_size),
+        "--image-size",
+        str(args.image_size),
+        "--threads",
+        str(args.threads),
+        "--warmup",
+        "0",
+    ]
+    process = subprocess.run(
+        command,
+        input=json.dumps({"op": "memory", "steps": args.steps}) + "\n",
+        env=vision.worker_env(None, args.threads),
+        capture_output=True,
+        text=True,
+    )
+    lines = process.stdout.splitlines()
+    return json.loads(lines[1]) if len(lines) > 1 else {"error": "failed"}
+
+
+def summarise(answer):
+    if "maxrss_trained_kib" not in answer:
+        return None, None
+    peak = answer["maxrss_trained_kib"] / 1024
+    return peak, peak - answer["maxrss_built_kib"] / 1024
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["gmlp_ti16_224"],
+        choices=list(bench_header.IMAGE_MODELS),
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=list(vision.BACKENDS),
+        choices=vision.BACKENDS,
+    )
+    parser.add_argument(
+        "--jit-modes",
+        nargs="+",
+        default=["auto"],
+        choices=list(vision.JIT_COMPILE),
+    )
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timm-python", default=vision.TIMM_PYTHON)
+    parser.add_argument("--suffix", default="", help="of the results file")
+    # Internal: one measurement in this process.
+    parser.add_argument(
+        "--measure", action="store_true", help=argparse.SUPPRESS
+    )
+    parser.add_argument("--model", default="gmlp_ti16_224")
+    parser.add_argument("--jit", default="jit")
+    parser.add_argument("--precision", default="float32")
+    args = parser.parse_args()
+    if args.measure:
+        keras_measurement(args)
+        return
+
+    rows = []
+    for model in args.models:
+        record = bench_header.header()
+        record["arguments"] = vars(args)
+        timm_peak, timm_step = summarise(timm_measurement(args, model))
+        record["timm"] = {"peak_mib": timm_peak, "step_peak_mib": timm_step}
+        model_rows = []
+        for backend in args.backends:
+            for jit in args.jit_modes:
+                answer = run_json(
+                    [
+                        sys.executable,
+                        os.path.abspath(__file__),
+                        "--measure",
+                        "--model",
+                        model,
+                        "--jit",
+                        jit,
+                        "--batch-size",
+                        str(args.batch_size),
+                        "--image-size",
+                        str(args.image_size),
+                        "--steps",
+                        str(args.steps),
+                        "--threads",
+                        str(args.threads),
+                    ],
+                    vision.worker_env(backend, args.threads),
+                )
+                peak, step = summarise(answer)
+                model_rows.append(
+                    {
+                        "model": model,
+                        "backend": backend,
+                        "jit_compile": vision.JIT_COMPILE[jit],
+                        "step_peak_mib": step,
+                        "timm_step_peak_mib": timm_step,
+                        "step_x_timm": step / timm_step
+                        if step and timm_step
+                        else None,
+                        "peak_mib": peak,
+                        "timm_peak_mib": timm_peak,
+                        "peak_x_timm": peak / timm_peak
+                        if peak and timm_peak
+                        else None,
+                        "error": answer.get("error"),
+                    }
+                )
+                print(model_rows[-1], file=sys.stderr)
+        record["rows"] = model_rows
+        bench_header.write_json(f"memory_{model}{args.suffix}", record)
+        rows.extend(model_rows)
+    machine = bench_header.cpu_info()
+    print(
+        f"\n{machine['cpu']}, flags {' '.join(machine['flags'])}; batch "
+        f"{args.batch_size}, {args.image_size}px, {args.steps} steps\n"
+    )
+    bench_header.print_table(
+        rows,
+        [
+            "model",
+            "backend",
+            "jit_compile",
+            "step_peak_mib",
+            "timm_step_peak_mib",
+            "step_x_timm",
+            "peak_mib",
+            "timm_peak_mib",
+            "peak_x_timm",
+            "error",
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()

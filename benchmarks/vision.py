@@ -1,0 +1,626 @@
+"""Vision throughput and model FLOPs utilisation against timm's gMLP.
+
+Issue 12, benchmarks 1 and 2. For each model (`gmlp_ti16_224`,
+`gmlp_s16_224`) and each Keras backend, one run alternates, round by round,
+a persistent timm worker (PyTorch eager, `benchmarks/timm_worker.py` under
+the timm virtualenv) and a persistent Keras worker per backend (this file
+with `--worker`, `KERAS_BACKEND` set), each warmed up, each timing N steps
+on command. Every figure is a ratio to a baseline measured in the same
+round, and the table shows the median over the rounds (this machine is
+shared, so absolute timings drift):
+
+- `train x timm`, `infer x timm`: images/s of the Keras model over timm's,
+  same batch, same precision, same number of threads. Keras: the
+  `keras_gmlp.models.image_classifier(model)` compiled with AdamW and
+  sparse cross-entropy from logits, `model.train_on_batch` /
+  `model.predict_on_batch`, with `jit_compile` True and False. timm:
+  `model.train()` + AdamW step, inference under `torch.inference_mode()`.
+  The `mixed_bfloat16` rows compare with timm under
+  `torch.autocast("cpu", torch.bfloat16)`.
+- `train MFU`: model FLOPs per second of the training step over the same
+  process's dense `2048^3` matmul FLOPs per second (float32, or bfloat16
+  for the bfloat16 rows), measured in the same round. The model's FLOPs
+  are counted from the architecture (`bench_header.image_model_flops`):
+  per image forward multiply-adds
+      n * 768 * d                                    (stem, n = 196)
+    + 30 * (n * d * f + n * n * f / 2 + n * f / 2 * d)  (fc1, SGU, fc2)
+    + d * 1000                                       (head)
+  i.e. 1.33 G (gMLP-Ti, d = 128, f = 768) and 4.39 G (gMLP-S, d = 256,
+  f = 1536); FLOPs = 2 x that, a training step 3 x the forward: 7.97 and
+  26.4 GFLOP per image. timm's MFU uses the same count and timm's torch.
+- `x timm cpu`: the same ratio per CPU-second of each process (images/s
+  / cores): on a shared machine the two processes get different shares of
+  the cores, and this ratio was much steadier round to round (the wall
+  ratios of one run spread 1.2-3.0, these 0.89-1.04).
+- `cores`: process CPU seconds / wall seconds during the step, the number
+  of cores the step kept busy (2 at most here, less under load).
+
+bfloat16 needs a CPU with AVX512-BF16 or AMX to be fast; the run reads
+/proc/cpuinfo and marks the bfloat16 rows when the CPU has neither.
+
+Where the time goes (profiles of a gMLP-Ti training step, batch 8; run
+`--profile` for a backend's step time and torch's profiler table),
+measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
+
+- JAX (XLA:CPU, `jit_compile` auto), `jax.profiler` trace read back with
+  `jax.profiler.ProfileData`: 43 % of the step's XLA time is in 150
+  `copy_bitcast_fusion` kernels and only 26 % in the matmuls
+  (`ynn_fusion`, YNNPACK). The optimised HLO (`XLA_FLAGS=--xla_dump_to`)
+  shows why: the fusion that writes the transposed gradient of a block's
+  pre-norm input (`f32[128, 1568]`) recomputes, elementwise, the
+  LayerNorm-backward / residual-gradient chain of every later block (about
+  200 operands for block 3, `transpose(jvp(block_N))/norm/add_any`), so the
+  backward does work quadratic in depth (about 15,000 multiplies in the
+  module); these kernels take 28 ms for the last blocks and 116 ms for the
+  first. `--xla_cpu_use_fusion_emitters=false` and
+  `--xla_cpu_experimental_ynn_fusion_type=` leave the duplication in place
+  (same HLO multiply count); `--xla_cpu_use_multi_output_fusion=false`
+  crashed. Not a thread setting: a fusion decision on this graph, to be
+  fixed in the model/layer code (cutting the chain), not here. Compiling
+  the step takes 100-145 s.
+- The issue's "JAX runs the matmul on one core": not reproduced. A 2048^3
+  float32 `jnp.matmul` spread its CPU time over XLA's threads (shares 0.68 /
+  0.25 / 0.06 of one run; TensorFlow 0.50 / 0.50, torch 0.52 / 0.48).
+  With the machine's load at 6-9 every process got 0.3-0.5 cores, and
+  `--xla_cpu_multi_thread_eigen=false`, `--xla_cpu_use_xnnpack=true`,
+  `--xla_cpu_use_onednn=true` and `taskset -c 0` all gave 18-40 GFLOP/s,
+  within the noise of the default (27-39): no setting was clearly faster,
+  so `keras_gmlp/backend_settings.py` was not written.
+- torch with `jit_compile=True` (torch.compile): compiling the 30-block
+  training step had not finished after 14 minutes (inductor building C++
+  kernels on the loaded machine); left out unless `--torch-compile`.
+- Per CPU-second, the TensorFlow and torch training steps are at about
+  timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x, consistent with the
+  duplicated backward work above; inference 0.75 (jax) to 0.91 (torch).
+
+Usage:
+    python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
+    python benchmarks/vision.py --backends jax --profile
+Results: benchmarks/results/vision_<model>.json
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import bench_header  # noqa: E402
+
+BACKENDS = ("jax", "tensorflow", "torch")
+TIMM_PYTHON = "/work/timm-venv/bin/python"
+TIMM_PRECISION = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
+# `auto` is Keras' default: XLA on jax and tensorflow, eager on torch.
+JIT_COMPILE = {"jit": True, "nojit": False, "auto": "auto"}
+
+
+# ---------------------------------------------------------------- worker
+
+
+def configure_threads(threads):
+    """Pins the backend's thread pools to `threads` (before any op)."""
+    backend = os.environ["KERAS_BACKEND"]
+    if backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def sync(value):
+    """Waits for an asynchronous backend (JAX) to finish `value`."""
+    if hasattr(value, "block_until_ready"):
+        value.block_until_ready()
+    return value
+
+
+def build_variant(model_name, image_size, jit_compile, precision):
+    import keras
+
+    from keras_gmlp import models
+
+    model = models.image_classifier(
+        model_name, image_size=image_size, dtype=precision
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(learning_rate=1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def worker(args):
+    """A Keras worker: builds every variant, then answers commands."""
+    import keras
+    import numpy as np
+
+    configure_threads(args.threads)
+    rng = np.random.default_rng(0)
+    images = rng.uniform(
+        size=(args.batch_size, args.image_size, args.image_size, 3)
+    ).astype("float32")
+    labels = rng.integers(0, 1000, (args.batch_size,))
+    variants, errors = {}, {}
+    for variant in args.variants:
+        jit, precision = variant.split(":")
+        try:
+            model = build_variant(
+                args.model, args.image_size, JIT_COMPILE[jit], precision
+            )
+            for _ in range(args.warmup):
+                model.train_on_batch(images, labels)
+                model.predict_on_batch(images)
+            variants[variant] = model
+        except Exception as error:  # reported as a row, the run goes on
+            errors[variant] = f"{type(error).__name__}: {error}"[:300]
+            print(f"{variant}: {errors[variant]}", file=sys.stderr)
+
+    def run(variant, mode, steps):
+        if variant in errors:
+            return {"error": errors[variant]}
+        model = variants[variant]
+        if mode == "train":
+            step = lambda: model.train_on_batch(images, labels)  # noqa: E731
+        else:
+            step = lambda: model.predict_on_batch(images)  # noqa: E731
+        wall, cpu = bench_header.timed(step, steps)
+        return {"seconds": wall, "cpu_seconds": cpu}
+
+    operands = {}
+
+    def matmul(precision, size=2048, repeats=3):
+        dtype = "float32" if precision == "float32" else "bfloat16"
+        if dtype not in operands:
+            a = np.random.default_rng(1).uniform(size=(size, size))
+            operands[dtype] = [
+                keras.ops.convert_to_tensor(a, dtype=dtype) for _ in range(2)
+            ]
+        a, b = operands[dtype]
+        sync(keras.ops.matmul(a, b))
+        wall, cpu = bench_header.timed(
+            lambda: sync(keras.ops.matmul(a, b)), repeats
+        )
+        return {"seconds": wall, "cpu_seconds": cpu}
+
+    def info():
+        return {
+            "versions": bench_header.versions(
+                ["keras", "numpy", "jax", "jaxlib", "tensorflow", "torch"]
+            ),
+            "parameters": {
+                name: model.count_params() for name, model in variants.items()
+            },
+            "errors": errors,
+        }
+
+    bench_header.serve({"run": run, "matmul": matmul, "info": info})
+
+
+# ---------------------------------------------------------------- driver
+
+
+class Worker:
+    """A worker process spoken to by JSON lines."""
+
+    def __init__(self, command, env, log):
+        self.name = " ".join(command[-6:])
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=bench_header.REPOSITORY,
+        )
+        self.ready = None
+
+    def wait_ready(self):
+        if self.ready is None:
+            line = self.process.stdout.readline()
+            self.ready = bool(line) and json.loads(line).get("ready", False)
+        return self.ready
+
+    def ask(self, op, **arguments):
+        if not self.wait_ready():
+            return {"error": "worker failed to start (see the log)"}
+        self.process.stdin.write(json.dumps({"op": op, **arguments}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            return {"error": "worker died (see the log)"}
+        return json.loads(line)
+
+    def close(self):
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write('{"op": "quit"}\n')
+                self.process.stdin.flush()
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+
+
+def worker_env(backend, threads):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [bench_header.REPOSITORY] + env.get("PYTHONPATH", "").split(os.pathsep)
+    ).rstrip(os.pathsep)
+    env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    return env
+
+
+def rate(answer, work):
+    """Work per second of an answer, or None for an error."""
+    if "seconds" not in answer:
+        return None
+    return work / answer["seconds"]
+
+
+def measure_backend(args, model, backend, timm, log):
+    """Alternates timm and one backend's variants; returns the rows."""
+    jit_modes = [
+        jit
+        for jit in args.jit
+        if not (backend == "torch" and jit == "jit" and not args.torch_compile)
+    ]
+    variants = [
+        f"{jit}:{precision}"
+        for precision in args.precisions
+        for jit in jit_modes
+    ]
+    keras_worker = Worker(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--worker",
+            "--model",
+            model,
+            "--batch-size",
+            str(args.batch_size),
+            "--image-size",
+            str(args.image_size),
+            "--threads",
+            str(args.threads),
+            "--warmup",
+            str(args.warmup),
+            "--variants",
+            *variants,
+        ],
+        worker_env(backend, args.threads),
+        log,
+    )
+    start = time.perf_counter()
+    keras_worker.wait_ready()
+    warmup_s = time.perf_counter() - start
+    info = keras_worker.ask("info")
+    images = args.batch_size * args.steps
+    train_flops = 3 * bench_header.forward_flops(model, args.image_size)
+    matmul_flops = 2 * args.matmul_size**3 * args.matmul_repeats
+    samples = {variant: [] for variant in variants}
+    for round_index in range(args.rounds):
+        order = variants if round_index % 2 == 0 else variants[::-1]
+        for precision in args.precisions:
+            timm_precision = TIMM_PRECISION[precision]
+            matmul = {"precision": timm_precision}
+            matmul.update(size=args.matmul_size, repeats=args.matmul_repeats)
+            timm_matmul = rate(timm.ask("matmul", **matmul), matmul_flops)
+            keras_matmul = rate(
+                keras_worker.ask("matmul", **matmul), matmul_flops
+            )
+            for mode in ("train", "infer"):
+                timm_answer = timm.ask(
+                    "run",
+                    mode=mode,
+                    precision=timm_precision,
+                    steps=args.steps,
+                )
+                timm_rate = rate(timm_answer, images)
+                for variant in order:
+                    if not variant.endswith(precision):
+                        continue
+                    answer = keras_worker.ask(
+                        "run", variant=variant, mode=mode, steps=args.steps
+                    )
+                    keras_rate = rate(answer, images)
+                    sample = {
+                        "round": round_index,
+                        "mode": mode,
+                        "keras_images_per_s": keras_rate,
+                        "timm_images_per_s": timm_rate,
+                        "keras_cores": answer.get("cpu_seconds", 0)
+                        / answer.get("seconds", 1),
+                        "timm_cores": timm_answer.get("cpu_seconds", 0)
+                        / timm_answer.get("seconds", 1),
+                        "keras_matmul_flops": keras_matmul,
+                        "timm_matmul_flops": timm_matmul,
+                        "error": answer.get("error"),
+                    }
+                    samples[variant].append(sample)
+            print(
+                f"  round {round_index} {backend} {precision} done",
+                file=sys.stderr,
+            )
+    keras_worker.close()
+    rows = []
+    for variant in variants:
+        jit, precision = variant.split(":")
+        row = {
+            "model": model,
+            "backend": backend,
+            "jit_compile": JIT_COMPILE[jit],
+            "precision": precision,
+            "native_bf16": None,
+        }
+        for mode in ("train", "infer"):
+            own = [s for s in samples[variant] if s["mode"] == mode]
+            ratios = [
+                s["keras_images_per_s"] / s["timm_images_per_s"]
+                for s in own
+                if s["keras_images_per_s"] and s["timm_images_per_s"]
+            ]
+            row[f"{mode}_x_timm"] = bench_header.median(ratios)
+            # Per CPU-second: fair when the shared machine gives the two
+            # processes different shares of the cores.
+            row[f"{mode}_x_timm_cpu"] = bench_header.median(
+                [
+                    (s["keras_images_per_s"] / s["keras_cores"])
+                    / (s["timm_images_per_s"] / s["timm_cores"])
+                    for s in own
+                    if s["keras_images_per_s"]
+                    and s["timm_images_per_s"]
+                    and s["keras_cores"]
+                    and s["timm_cores"]
+                ]
+            )
+            row[f"{mode}_images_per_s"] = bench_header.median(
+                [s["keras_images_per_s"] for s in own]
+            )
+            row[f"{mode}_cores"] = bench_header.median(
+                [s["keras_cores"] for s in own if s["keras_images_per_s"]]
+            )
+            row[f"timm_{mode}_images_per_s"] = bench_header.median(
+                [s["timm_images_per_s"] for s in own]
+            )
+            row[f"timm_{mode}_cores"] = bench_header.median(
+                [s["timm_cores"] for s in own]
+            )
+            if mode == "train":
+                row["train_mfu"] = bench_header.median(
+                    [
+                        s["keras_images_per_s"]
+                        * train_flops
+                        / s["keras_matmul_flops"]
+                        for s in own
+                        if s["keras_images_per_s"] and s["keras_matmul_flops"]
+                    ]
+                )
+                row["timm_train_mfu"] = bench_header.median(
+                    [
+                        s["timm_images_per_s"]
+                        * train_flops
+                        / s["timm_matmul_flops"]
+                        for s in own
+                        if s["timm_images_per_s"] and s["timm_matmul_flops"]
+                    ]
+                )
+        row["matmul_gflops"] = bench_header.median(
+            [s["keras_matmul_flops"] for s in samples[variant]]
+        )
+        row["timm_matmul_gflops"] = bench_header.median(
+            [s["timm_matmul_flops"] for s in samples[variant]]
+        )
+        for key in ("matmul_gflops", "timm_matmul_gflops"):
+            if row[key] is not None:
+                row[key] /= 1e9
+        row["error"] = info.get("errors", {}).get(variant)
+        rows.append(row)
+    return rows, {
+        "versions": info.get("versions"),
+        "parameters": info.get("parameters"),
+        "warmup_s": warmup_s,
+        "samples": samples,
+    }
+
+
+COLUMNS = [
+    "model",
+    "backend",
+    "jit_compile",
+    "precision",
+    "train_x_timm",
+    "infer_x_timm",
+    "train_x_timm_cpu",
+    "infer_x_timm_cpu",
+    "train_mfu",
+    "timm_train_mfu",
+    "train_cores",
+    "timm_train_cores",
+    "matmul_gflops",
+    "timm_matmul_gflops",
+    "error",
+]
+
+
+def drive(args):
+    machine = bench_header.cpu_info()
+    log_path = os.path.join(bench_header.RESULTS, "vision_workers.log")
+    os.makedirs(bench_header.RESULTS, exist_ok=True)
+    all_rows = []
+    with open(log_path, "a") as log:
+        for model in args.models:
+            timm = Worker(
+                [
+                    args.timm_python,
+                    os.path.join(HERE, "timm_worker.py"),
+                    "--model",
+                    model,
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--image-size",
+                    str(args.image_size),
+                    "--threads",
+                    str(args.threads),
+                    "--warmup",
+                    str(args.warmup),
+                    "--precisions",
+                    *[TIMM_PRECISION[p] for p in args.precisions],
+                ],
+                worker_env(None, args.threads),
+                log,
+            )
+            timm_info = timm.ask("info")
+            record = bench_header.header()
+            record.update(
+                {
+                    "arguments": vars(args),
+                    "timm": timm_info,
+                    "train_gflop_per_image": 3
+                    * bench_header.forward_flops(model, args.image_size)
+                    / 1e9,
+                    "backends": {},
+                    "rows": [],
+                }
+            )
+            for backend in args.backends:
+                print(f"{model} on {backend} ...", file=sys.stderr)
+                rows, details = measure_backend(args, model, backend, timm, log)
+                for row in rows:
+                    if row["precision"] == "mixed_bfloat16":
+                        row["native_bf16"] = machine["native_bfloat16"]
+                        if not machine["native_bfloat16"]:
+                            row["note"] = "no native bf16 on this CPU"
+                record["backends"][backend] = details
+                record["rows"].extend(rows)
+                all_rows.extend(rows)
+                bench_header.write_json(f"vision_{model}{args.suffix}", record)
+            timm.close()
+    print(
+        f"\n{machine['cpu']}, {machine['cpus']} cpus, flags "
+        f"{' '.join(machine['flags'])}; native bfloat16: "
+        f"{machine['native_bfloat16']}; batch {args.batch_size}, "
+        f"{args.image_size}px, {args.rounds} rounds of {args.steps} steps, "
+        f"medians\n"
+    )
+    bench_header.print_table(all_rows, COLUMNS)
+    if not machine["native_bfloat16"] and "mixed_bfloat16" in args.precisions:
+        print(
+            "\nmixed_bfloat16 rows: no native bf16 on this CPU (no "
+            "AVX512-BF16 or AMX): the bfloat16 targets do not apply here."
+        )
+
+
+def profile(args):
+    """Prints where a training step's time goes, on one backend."""
+    import numpy as np
+
+    backend = os.environ["KERAS_BACKEND"]
+    configure_threads(args.threads)
+    jit = JIT_COMPILE[args.jit[0]]
+    model = build_variant(args.model, args.image_size, jit, "float32")
+    rng = np.random.default_rng(0)
+    images = rng.uniform(
+        size=(args.batch_size, args.image_size, args.image_size, 3)
+    ).astype("float32")
+    labels = rng.integers(0, 1000, (args.batch_size,))
+    model.train_on_batch(images, labels)
+    if backend == "torch":
+        import torch
+
+        with torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU]
+        ) as trace:
+            model.train_on_batch(images, labels)
+        print(
+            trace.key_averages().table(
+                sort_by="self_cpu_time_total", row_limit=20
+            )
+        )
+        return
+    if backend == "jax":
+        import jax
+
+        trainer_function = model.train_function
+        print("train function:", trainer_function)
+        print("XLA_FLAGS:", os.environ.get("XLA_FLAGS"))
+        print("jax devices:", jax.devices())
+    wall, cpu = bench_header.timed(
+        lambda: model.train_on_batch(images, labels), args.steps
+    )
+    print(f"{backend}: {wall / args.steps:.3f} s/step, cores {cpu / wall:.2f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n", 1)[1],
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["gmlp_ti16_224"],
+        choices=list(bench_header.IMAGE_MODELS),
+    )
+    parser.add_argument(
+        "--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS
+    )
+    parser.add_argument(
+        "--precisions",
+        nargs="+",
+        default=["float32"],
+        choices=list(TIMM_PRECISION),
+    )
+    parser.add_argument(
+        "--jit",
+        nargs="+",
+        default=["jit", "nojit"],
+        choices=list(JIT_COMPILE),
+        help="jit_compile=True, False and/or 'auto' (Keras' default)",
+    )
+    parser.add_argument(
+        "--torch-compile",
+        action="store_true",
+        help="also jit_compile=True on torch (torch.compile: compiling the "
+        "30-block step took over 14 minutes on the loaded 2-core machine)",
+    )
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=2, help="per timing")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--matmul-size", type=int, default=2048)
+    parser.add_argument("--matmul-repeats", type=int, default=3)
+    parser.add_argument("--timm-python", default=TIMM_PYTHON)
+    parser.add_argument("--suffix", default="", help="of the results file")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile one backend's step"
+    )
+    # Internal: the Keras worker.
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="gmlp_ti16_224", help="worker")
+    parser.add_argument("--variants", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(args)
+    elif args.profile:
+        profile(args)
+    else:
+        drive(args)
+
+
+if __name__ == "__main__":
+    main()

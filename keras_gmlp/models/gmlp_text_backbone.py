@@ -1,0 +1,251 @@
+import os
+
+import keras
+from keras_hub.src.models.backbone import Backbone
+
+from keras_gmlp.layers.gmlp_block import GMLPBlock
+from keras_gmlp.layers.tied_embedding import TiedEmbedding
+from keras_gmlp.models.config import drop_path_rates
+from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.presets import PRESETS
+
+BACKBONE_DEFAULTS = {
+    "vocabulary_size": 32000,
+    "sequence_length": 512,
+    "num_layers": 48,
+    "hidden_dim": 512,
+    "ffn_dim": 3072,
+    "attention_dim": None,
+    "spatial": "toeplitz",
+    "causal": False,
+    "gating": "split",
+    "drop_path_rate": 0.0,
+    "dtype": None,
+    "name": None,
+}
+
+
+def paper_preset(preset):
+    """Returns whether `preset` names a configuration of `PRESETS`.
+
+    A local directory of the same name wins: it is a saved preset.
+    """
+    return (
+        isinstance(preset, str)
+        and preset in PRESETS
+        and not os.path.isdir(preset)
+    )
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class GMLPTextBackbone(Backbone):
+    """The gMLP (or aMLP) text encoder of "Pay Attention to MLPs".
+
+    A token embedding, `num_layers` gMLP blocks and a final layer
+    normalisation. There are no position embeddings: the spatial weights
+    carry position. With `attention_dim`, each block adds a single-head
+    tiny attention (aMLP); with `causal=True`, the spatial weights and the
+    attention see no later token, for autoregressive language models.
+
+    The token embedding is a `keras_gmlp.layers.TiedEmbedding`, whose
+    transpose gives the vocabulary logits of the masked and causal
+    language models, so the paper's parameter counts hold exactly.
+
+    `GMLPTextBackbone.from_preset()` takes a preset folder or a keras-hub
+    handle (`"hf://..."`, `"kaggle://..."`), or the name of one of the
+    paper's configurations in `keras_gmlp.PRESETS` (`"gmlp_base"`,
+    `"amlp_tiny"` ...), which builds it with random weights.
+
+    Args:
+        vocabulary_size: int. Number of token ids.
+        sequence_length: int. Largest number of tokens; shorter inputs use
+            the leading block of the spatial weights.
+        num_layers: int. Number of gMLP blocks.
+        hidden_dim: int. Width of the tokens (`d_model`).
+        ffn_dim: int. Width of the channel expansion (`d_ffn`).
+        attention_dim: int. Head size of the tiny attention (aMLP), or
+            `None` for gMLP. Defaults to `None`.
+        spatial: str. `"toeplitz"` (shift-invariant spatial weights, the
+            paper's language models) or `"dense"`. Defaults to
+            `"toeplitz"`.
+        causal: bool. Whether token `i` sees tokens `j <= i` only.
+            Defaults to `False`.
+        gating: str. `"split"` (the spatial gating unit) or an ablation of
+            the paper's Table 3: `"multiplicative"`, `"additive"`,
+            `"linear"`. Defaults to `"split"`.
+        drop_path_rate: float. Stochastic depth rate of the last block,
+            rising linearly from 0 at the first. Defaults to `0.0`.
+        dtype: str or `keras.DTypePolicy`. Dtype policy of every layer.
+            Defaults to `None`, the global policy.
+        **kwargs: arguments of `keras.Model`, such as `name`.
+
+    Call arguments:
+        inputs: dict with `"token_ids"`, int `(batch, tokens)`, and
+            `"padding_mask"`, `(batch, tokens)`, 1 for real tokens (used by
+            the tiny attention).
+
+    Returns:
+        The final normalised hidden states `(batch, tokens, hidden_dim)`.
+
+    Example:
+
+    >>> backbone = keras_gmlp.GMLPTextBackbone(
+    ...     vocabulary_size=100,
+    ...     sequence_length=16,
+    ...     num_layers=2,
+    ...     hidden_dim=8,
+    ...     ffn_dim=16,
+    ... )
+    >>> inputs = {
+    ...     "token_ids": np.ones((2, 12), "int32"),
+    ...     "padding_mask": np.ones((2, 12), "int32"),
+    ... }
+    >>> tuple(backbone(inputs).shape)
+    (2, 12, 8)
+    >>> keras_gmlp.GMLPTextBackbone.from_preset("gmlp_base").count_params()
+    130073552
+
+    References:
+        - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        num_layers,
+        hidden_dim,
+        ffn_dim,
+        attention_dim=None,
+        spatial="toeplitz",
+        causal=False,
+        gating="split",
+        drop_path_rate=0.0,
+        dtype=None,
+        **kwargs,
+    ):
+        # === Layers ===
+        self.token_embedding = TiedEmbedding(
+            vocabulary_size,
+            hidden_dim,
+            dtype=dtype,
+            name="token_embedding",
+        )
+        rates = drop_path_rates(drop_path_rate, num_layers)
+        self.blocks = []
+        for i, rate in enumerate(rates):
+            self.blocks.append(
+                GMLPBlock(
+                    ffn_dim=ffn_dim,
+                    sequence_length=sequence_length,
+                    attention_dim=attention_dim,
+                    spatial=spatial,
+                    causal=causal,
+                    gating=gating,
+                    drop_path_rate=rate,
+                    dtype=dtype,
+                    name=f"block_{i}",
+                )
+            )
+        self.final_norm = keras.layers.LayerNormalization(
+            epsilon=1e-6, dtype=dtype, name="final_norm"
+        )
+
+        # === Functional Model ===
+        token_id_input = keras.Input(
+            shape=(None,), dtype="int32", name="token_ids"
+        )
+        padding_mask_input = keras.Input(
+            shape=(None,), dtype="int32", name="padding_mask"
+        )
+        x = self.token_embedding(token_id_input)
+        for block in self.blocks:
+            x = block(x, padding_mask=padding_mask_input)
+        sequence_output = self.final_norm(x)
+        super().__init__(
+            inputs={
+                "token_ids": token_id_input,
+                "padding_mask": padding_mask_input,
+            },
+            outputs=sequence_output,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.sequence_length = sequence_length
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.ffn_dim = ffn_dim
+        self.attention_dim = attention_dim
+        self.spatial = spatial
+        self.causal = causal
+        self.gating = gating
+        self.drop_path_rate = drop_path_rate
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "sequence_length": self.sequence_length,
+                "num_layers": self.num_layers,
+                "hidden_dim": self.hidden_dim,
+                "ffn_dim": self.ffn_dim,
+                "attention_dim": self.attention_dim,
+                "spatial": self.spatial,
+                "causal": self.causal,
+                "gating": self.gating,
+                "drop_path_rate": self.drop_path_rate,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Creates a backbone from a preset.
+
+        Args:
+            preset: str. A name of a text configuration of
+                `keras_gmlp.PRESETS` (random weights), or what
+                `keras_hub.models.Backbone.from_preset` takes: a preset
+                folder, `"hf://..."` or `"kaggle://..."`.
+            load_weights: bool. Whether a saved preset's weights are
+                loaded. Defaults to `True`.
+            **kwargs: for a named configuration, overrides of its
+                arguments (such as `causal=True` or `dtype`); for a saved
+                preset, what keras-hub's loader takes.
+        """
+        if paper_preset(preset):
+            return cls(**backbone_config(preset, **kwargs))
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
+
+def backbone_config(preset=None, **config):
+    """The `GMLPTextBackbone` arguments of a preset name and overrides."""
+    config = resolve_config("text", BACKBONE_DEFAULTS, preset, **config)
+    if config["name"] is None:
+        del config["name"]
+    return config
+
+
+def task_from_paper_preset(cls, preset, **kwargs):
+    """Builds a text task of class `cls` on a configuration of `PRESETS`.
+
+    Args:
+        cls: a gMLP text task class.
+        preset: str. A text preset name of `keras_gmlp.PRESETS`.
+        **kwargs: backbone overrides (any `GMLPTextBackbone` argument but
+            `name`) and task arguments (`preprocessor`, `num_classes` ...).
+
+    Returns:
+        An instance of `cls` with a randomly initialised backbone.
+    """
+    backbone_kwargs = {
+        key: kwargs.pop(key)
+        for key in list(kwargs)
+        if key in BACKBONE_DEFAULTS and key != "name"
+    }
+    backbone = cls.backbone_cls(**backbone_config(preset, **backbone_kwargs))
+    return cls(backbone=backbone, **kwargs)
