@@ -32,9 +32,9 @@ from keras_gmlp.data.corpus import TextCorpus
 from keras_gmlp.data.lm_batches import masked_lm_dataset
 from keras_gmlp.data.vocabulary import make_tokenizer
 from keras_gmlp.data.vocabulary import train_vocabulary
+from keras_gmlp.models import GMLPMaskedLM
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
-from keras_gmlp.training.text_models import gmlp_masked_lm_models
 
 WORDS = (
     "the a of to in is that for it as with was on be by this are from at "
@@ -109,12 +109,10 @@ def main(argv=None):
     pipeline = pipeline_tokens_per_second(
         dataset, args.pipeline_batches, args.sequence_length
     )
-    training_model, _ = gmlp_masked_lm_models(
-        {
-            "preset": args.preset,
-            "vocabulary_size": len(vocabulary),
-            "sequence_length": args.sequence_length,
-        }
+    training_model = GMLPMaskedLM.from_preset(
+        args.preset,
+        vocabulary_size=len(vocabulary),
+        sequence_length=args.sequence_length,
     )
     training_model.compile(
         optimizer=keras.optimizers.AdamW(1e-4),

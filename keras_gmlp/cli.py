@@ -83,8 +83,9 @@ def build_parser():
         "predict",
         help="Classify an image file or a sentence with a run's model.",
         description="Classifies an image file (image classification run) "
-        "or a text (text classification run). Prints the top classes and "
-        "their probabilities as JSON.",
+        "or a text (text classification run) with the run's preset (its "
+        "task and preprocessor). Prints the top classes and their "
+        "probabilities as JSON.",
         formatter_class=formatter,
     )
     sub.add_argument("run_dir", help="The --output-dir of a training run.")
@@ -99,8 +100,8 @@ def build_parser():
         "fill-mask",
         help="Fill in the [MASK] blanks of a sentence (masked-LM run).",
         description="Prints the most likely tokens for each [MASK] of a "
-        "sentence, with their probabilities, from a masked-LM pretraining "
-        "run.",
+        "sentence, with their probabilities, from the preset of a masked-LM "
+        "pretraining run.",
         formatter_class=formatter,
     )
     sub.add_argument("run_dir", help="The --output-dir of a pretrain run.")
@@ -111,8 +112,9 @@ def build_parser():
     sub = commands.add_parser(
         "generate",
         help="Continue a prompt with a causal gMLP run.",
-        description="Continues a prompt with the model of a causal "
-        "pretraining run (pretrain --objective causal), up to [SEP] or "
+        description="Continues a prompt with the preset of a causal "
+        "pretraining run (pretrain --objective causal): GMLPCausalLM."
+        "generate with keras-hub's greedy or top-k sampler, up to [SEP] or "
         "--max-new-tokens.",
         formatter_class=formatter,
     )
@@ -150,16 +152,16 @@ def build_parser():
     sub = commands.add_parser(
         "info",
         help="A preset's or a saved model's configuration and size.",
-        description="Prints, as JSON, a preset's configuration and "
-        "parameter count, or a run's (or .keras file's) configuration and "
-        "parameter count, and the backend. Without an argument, lists the "
-        "presets.",
+        description="Prints, as JSON, the configuration and parameter "
+        "count of a preset (a name of keras_gmlp.PRESETS or a saved preset "
+        "folder), a run or a .keras file, and the backend. Without an "
+        "argument, lists the named presets.",
         formatter_class=formatter,
     )
     sub.add_argument(
         "name",
         nargs="?",
-        help="A preset name, a run's --output-dir or a .keras file.",
+        help="A preset name or folder, a run's --output-dir or a .keras file.",
     )
     sub.set_defaults(handler=_info)
     return parser

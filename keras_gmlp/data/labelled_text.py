@@ -3,8 +3,8 @@
 `load_labelled_text(...)` reads a task's training and held-out rows (one
 text, or a pair of texts, and a label per row) from CSV/TSV files or a
 tensorflow-datasets dataset such as `glue/sst2` or `glue/mnli`;
-`classification_batches(...)` packs them `[CLS] a [SEP] (b [SEP])` into
-batches of `(token_ids, label)`.
+`text_batches(...)` batches the raw texts for a `GMLPTextClassifier`,
+whose preprocessor packs them `[CLS] a [SEP] (b [SEP])`.
 
 Reading tfds and making batches import TensorFlow; reading files does
 not.
@@ -13,11 +13,6 @@ not.
 import csv
 
 import numpy as np
-
-from keras_gmlp.data.vocabulary import CLS
-from keras_gmlp.data.vocabulary import PAD
-from keras_gmlp.data.vocabulary import SEP
-from keras_gmlp.data.vocabulary import special_ids
 
 VALIDATION_SPLITS = ("validation", "validation_matched", "test")
 PAIR_FEATURES = (
@@ -253,55 +248,33 @@ def load_labelled_text(
     return train, validation, names
 
 
-def classification_batches(
-    rows,
-    tokenizer,
-    sequence_length,
-    batch_size,
-    shuffle,
-    seed=None,
-    shuffle_buffer=None,
+def text_batches(
+    rows, batch_size, shuffle=False, seed=None, shuffle_buffer=None
 ):
-    """Packs `[CLS] a [SEP] (b [SEP])` token ids into labelled batches.
+    """Batches of raw texts and labels, for a task with a preprocessor.
+
+    The task's preprocessor (`GMLPTextClassifierPreprocessor`) tokenizes
+    and packs them inside `fit`, `evaluate` and `predict`, as it does
+    when serving.
 
     Args:
         rows: `LabelledRows`.
-        tokenizer: a `keras_gmlp.data.vocabulary.make_tokenizer` tokenizer.
-        sequence_length: int. Tokens per sequence (longer texts are cut,
-            shorter ones padded with `[PAD]`).
         batch_size: int. Rows per batch (the last may be smaller).
         shuffle: bool. Whether to shuffle the rows (each pass anew).
+            Defaults to `False`.
         seed: int or `None`. Shuffle seed.
         shuffle_buffer: int or `None`. Rows shuffled together; `None` for
             all of them.
 
     Returns:
-        A `tf.data.Dataset` of `(token_ids (batch, sequence_length),
-        labels (batch,))`.
+        A `tf.data.Dataset` of `(texts, labels)`, `texts` a batch of
+        strings or, for sentence pairs, a tuple of two.
     """
-    import keras_hub
     import tensorflow as tf
 
-    ids = special_ids(tokenizer)
-    packer = keras_hub.layers.MultiSegmentPacker(
-        sequence_length=sequence_length,
-        start_value=ids[CLS],
-        end_value=ids[SEP],
-        pad_value=ids[PAD],
-    )
-    columns = (rows.texts,)
-    if rows.texts_b is not None:
-        columns = (rows.texts, rows.texts_b)
-    dataset = tf.data.Dataset.from_tensor_slices((columns, rows.labels))
+    texts = rows.texts if rows.texts_b is None else (rows.texts, rows.texts_b)
+    dataset = tf.data.Dataset.from_tensor_slices((texts, rows.labels))
     if shuffle:
         buffer = min(len(rows), shuffle_buffer or len(rows))
         dataset = dataset.shuffle(buffer, seed=seed)
-
-    def pack(texts, labels):
-        segments = tuple(tokenizer.tokenize(t) for t in texts)
-        token_ids, _ = packer(segments)
-        return token_ids, labels
-
-    dataset = dataset.batch(batch_size)
-    dataset = dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE)
+    return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE)

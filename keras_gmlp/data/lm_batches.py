@@ -104,9 +104,14 @@ def masked_lm_dataset(
 ):
     """Makes masked-LM batches from a dataset of records.
 
+    The records are packed into `[CLS] ... [SEP]` sequences and masked by
+    the masked LM's own preprocessor (`GMLPMaskedLMPreprocessor.
+    mask_packed`, keras-hub's `MaskedLMMaskGenerator`), as
+    `GMLPMaskedLM` masks raw strings.
+
     Args:
         texts: `tf.data.Dataset` of scalar strings.
-        tokenizer: a `make_tokenizer` WordPiece tokenizer.
+        tokenizer: a `GMLPTokenizer` (`make_tokenizer`).
         sequence_length: int. Tokens per sequence.
         batch_size: int. Sequences per batch (the last may be smaller).
         mask_rate: float. Share of tokens selected for prediction; of
@@ -119,23 +124,62 @@ def masked_lm_dataset(
 
     Returns:
         A dataset of `(inputs, labels, sample_weights)`, with `inputs` a
-        dict of `"token_ids"` `(batch, sequence_length)` and
-        `"mask_positions"` `(batch, max_predictions)`, `labels` the
-        original ids at those positions and `sample_weights` 1 where a
-        position is real, 0 where it is filler.
+        dict of `"token_ids"` and `"padding_mask"` `(batch,
+        sequence_length)` and `"mask_positions"` `(batch,
+        max_predictions)`, `labels` the original ids at those positions
+        and `sample_weights` 1 where a position is real, 0 where it is
+        filler.
     """
-    masker = _mask_generator(
+    preprocessor = masked_lm_preprocessor(
         tokenizer, sequence_length, mask_rate, max_predictions
     )
-    sequences = _packed_sequences(texts, tokenizer, sequence_length)
+    sequences = packed_sequences(texts, tokenizer, sequence_length)
     if shuffle_buffer:
         sequences = sequences.shuffle(shuffle_buffer, seed=seed)
     dataset = sequences.batch(batch_size)
     dataset = dataset.map(
-        lambda batch: _masked_batch(masker, batch),
+        lambda batch: _int32_batch(preprocessor.mask_packed(batch)),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
     return dataset.prefetch(tf.data.AUTOTUNE)
+
+
+def masked_lm_preprocessor(
+    tokenizer, sequence_length, mask_rate=0.15, max_predictions=None
+):
+    """The `GMLPMaskedLMPreprocessor` of the masked-LM batches, built.
+
+    Args:
+        tokenizer: a `GMLPTokenizer`.
+        sequence_length: int. Tokens per sequence.
+        mask_rate: float. Share of tokens selected for prediction.
+        max_predictions: int or `None`. Masked positions per sequence;
+            defaults to `default_max_predictions`.
+    """
+    from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+        GMLPMaskedLMPreprocessor,
+    )
+
+    preprocessor = GMLPMaskedLMPreprocessor(
+        tokenizer,
+        sequence_length=sequence_length,
+        mask_selection_rate=mask_rate,
+        mask_selection_length=max_predictions
+        or default_max_predictions(sequence_length, mask_rate),
+    )
+    # Built here, eagerly: the masking then runs inside tf.data.
+    preprocessor.build(None)
+    return preprocessor
+
+
+def _int32_batch(batch):
+    inputs, labels, weights = batch
+    inputs = {
+        "token_ids": tf.cast(inputs["token_ids"], tf.int32),
+        "padding_mask": tf.cast(inputs["padding_mask"], tf.bool),
+        "mask_positions": tf.cast(inputs["mask_positions"], tf.int32),
+    }
+    return inputs, tf.cast(labels, tf.int32), tf.cast(weights, tf.float32)
 
 
 def masked_lm_heldout_batches(
@@ -152,9 +196,9 @@ def masked_lm_heldout_batches(
 
     The batches are packed as `masked_lm_dataset` packs them and masked by
     the same rule as keras-hub's `MaskedLMMaskGenerator` (per sequence,
-    `ceil(mask_rate * maskable tokens)` positions, at most
-    `max_predictions`, drawn uniformly; of those 80 % `[MASK]`, 10 % a
-    random token, 10 % unchanged), but with a numpy generator seeded by
+    `ceil(mask_rate * maskable tokens)` positions, special tokens never,
+    at most `max_predictions`, drawn uniformly; of those 80 % `[MASK]`,
+    10 % a random token, 10 % unchanged), but with a numpy generator seeded by
     `seed`: every call with the same seed scores the same targets, whatever
     model is trained and whatever ran before. (keras-hub's generator draws
     from TensorFlow's stateful random ops, whose sequence depends on the
@@ -182,7 +226,7 @@ def masked_lm_heldout_batches(
         sequence_length, mask_rate
     )
     rng = np.random.default_rng(seed)
-    sequences = _packed_sequences(texts, tokenizer, sequence_length)
+    sequences = packed_sequences(texts, tokenizer, sequence_length)
     dataset = None
     for batch in sequences.batch(batch_size).take(max_batches):
         masked = _numpy_masked_batch(
@@ -190,7 +234,8 @@ def masked_lm_heldout_batches(
             rng,
             tokenizer.vocabulary_size(),
             ids[MASK],
-            [ids[PAD], ids[CLS], ids[SEP]],
+            ids[PAD],
+            _special_token_ids(tokenizer),
             mask_rate,
             max_predictions,
         )
@@ -209,11 +254,13 @@ def _numpy_masked_batch(
     rng,
     vocabulary_size,
     mask_id,
+    pad_id,
     unselectable,
     mask_rate,
     max_predictions,
 ):
     tokens = sequences.astype("int32")
+    padding_mask = sequences != pad_id
     shape = (len(tokens), max_predictions)
     positions = np.zeros(shape, "int32")
     labels = np.zeros(shape, "int32")
@@ -231,35 +278,34 @@ def _numpy_masked_batch(
         tokens[row, randomised] = rng.integers(
             0, vocabulary_size, len(randomised)
         )
-    inputs = {"token_ids": tokens, "mask_positions": positions}
+    inputs = {
+        "token_ids": tokens,
+        "padding_mask": padding_mask,
+        "mask_positions": positions,
+    }
     return inputs, labels, weights
 
 
-def _mask_generator(tokenizer, sequence_length, mask_rate, max_predictions):
-    import keras_hub
-
+def _special_token_ids(tokenizer):
+    """The ids never masked: every special token, as the preprocessor."""
+    special = getattr(tokenizer, "special_token_ids", None)
+    if special:
+        return list(special)
     ids = special_ids(tokenizer)
-    return keras_hub.layers.MaskedLMMaskGenerator(
-        vocabulary_size=tokenizer.vocabulary_size(),
-        mask_selection_rate=mask_rate,
-        mask_token_id=ids[MASK],
-        mask_selection_length=max_predictions
-        or default_max_predictions(sequence_length, mask_rate),
-        unselectable_token_ids=[ids[PAD], ids[CLS], ids[SEP]],
-    )
+    return [ids[PAD], ids[CLS], ids[SEP]]
 
 
-def _masked_batch(masker, sequences):
-    masked = masker(sequences)
-    inputs = {
-        "token_ids": masked["token_ids"],
-        "mask_positions": tf.cast(masked["mask_positions"], tf.int32),
-    }
-    labels = tf.cast(masked["mask_ids"], tf.int32)
-    return inputs, labels, tf.cast(masked["mask_weights"], tf.float32)
+def packed_sequences(texts, tokenizer, sequence_length):
+    """Tokenized records packed into `[CLS] ... [SEP]` sequences.
 
+    Args:
+        texts: `tf.data.Dataset` of scalar strings.
+        tokenizer: a `GMLPTokenizer`.
+        sequence_length: int. Tokens per sequence.
 
-def _packed_sequences(texts, tokenizer, sequence_length):
+    Returns:
+        A dataset of int32 vectors `(sequence_length,)`.
+    """
     ids = special_ids(tokenizer)
     return pack_sequences(
         tokenize_records(texts, tokenizer, ids[SEP]),
@@ -293,9 +339,11 @@ def causal_lm_dataset(
         seed: int. Seed of the shuffling.
 
     Returns:
-        A dataset of `(token_ids, labels, sample_weights)`, each
-        `(batch, sequence_length)`; the weights are 0 where the label is
-        `[PAD]`.
+        A dataset of `(inputs, labels, sample_weights)`: `inputs` a dict
+        of `"token_ids"` and `"padding_mask"`, `(batch, sequence_length)`,
+        as `GMLPCausalLM` takes them (and its preprocessor makes them of
+        raw strings); labels and weights `(batch, sequence_length)`, the
+        weights 0 where the label is `[PAD]`.
     """
     ids = special_ids(tokenizer)
     sequences = pack_sequences(
@@ -309,9 +357,13 @@ def causal_lm_dataset(
         sequences = sequences.shuffle(shuffle_buffer, seed=seed)
 
     def shift(batch):
-        labels = batch[:, 1:]
+        token_ids, labels = batch[:, :-1], batch[:, 1:]
         weights = tf.cast(tf.not_equal(labels, ids[PAD]), tf.float32)
-        return batch[:, :-1], labels, weights
+        inputs = {
+            "token_ids": token_ids,
+            "padding_mask": tf.not_equal(token_ids, ids[PAD]),
+        }
+        return inputs, labels, weights
 
     dataset = sequences.batch(batch_size)
     dataset = dataset.map(shift, num_parallel_calls=tf.data.AUTOTUNE)

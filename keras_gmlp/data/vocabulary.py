@@ -1,29 +1,41 @@
 """WordPiece vocabularies: learnt from a corpus, saved with a run, loaded.
 
-`train_vocabulary` learns a WordPiece vocabulary with keras-hub;
-`save_vocabulary` / `load_vocabulary` keep it with the run. `[PAD]` is
-always id 0, the id the models mask, followed by the other
-`SPECIAL_TOKENS`. `make_tokenizer` returns keras-hub's WordPiece tokenizer
-over a vocabulary.
-
-Learning a vocabulary and tokenizing import TensorFlow (and keras-hub);
-the constants and the file functions do not.
+`GMLPTokenizer` decides what a vocabulary is (`[PAD]` first, then the
+other `SPECIAL_TOKENS`) and learns one (`compute_vocabulary`);
+`train_vocabulary` and `make_tokenizer` are its short forms for the data
+pipelines, and `save_vocabulary` / `load_vocabulary` keep a vocabulary
+with a run as a text file, checked when it is read back.
 """
 
 import os
 
-PAD = "[PAD]"
-UNK = "[UNK]"
-CLS = "[CLS]"
-SEP = "[SEP]"
-MASK = "[MASK]"
-SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+from keras_gmlp.models.gmlp_tokenizer import CLS
+from keras_gmlp.models.gmlp_tokenizer import MASK
+from keras_gmlp.models.gmlp_tokenizer import PAD
+from keras_gmlp.models.gmlp_tokenizer import SEP
+from keras_gmlp.models.gmlp_tokenizer import SPECIAL_TOKENS
+from keras_gmlp.models.gmlp_tokenizer import UNK
+from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+
+__all__ = [
+    "CLS",
+    "MASK",
+    "PAD",
+    "SEP",
+    "SPECIAL_TOKENS",
+    "UNK",
+    "load_vocabulary",
+    "make_tokenizer",
+    "save_vocabulary",
+    "special_ids",
+    "train_vocabulary",
+]
 
 
 def train_vocabulary(
     texts, vocabulary_size, lowercase=True, max_records=200_000
 ):
-    """Learns a WordPiece vocabulary with keras-hub.
+    """Learns a WordPiece vocabulary: `GMLPTokenizer.compute_vocabulary`.
 
     Args:
         texts: iterable of str or a `tf.data.Dataset` of strings. Only the
@@ -39,40 +51,9 @@ def train_vocabulary(
     Raises:
         ValueError: when `texts` is empty or the size is too small.
     """
-    import keras_hub
-    import tensorflow as tf
-
-    if vocabulary_size <= len(SPECIAL_TOKENS):
-        raise ValueError(
-            f"Received vocabulary_size={vocabulary_size}; expected more than "
-            f"the {len(SPECIAL_TOKENS)} special tokens {SPECIAL_TOKENS}."
-        )
-    if isinstance(texts, tf.data.Dataset):
-        sample = texts.take(max_records)
-    else:
-        sample_list = []
-        for text in texts:
-            sample_list.append(text)
-            if len(sample_list) >= max_records:
-                break
-        if not sample_list:
-            raise ValueError(
-                "Received an empty corpus; expected text to learn a "
-                "vocabulary from."
-            )
-        sample = tf.data.Dataset.from_tensor_slices(sample_list)
-    vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
-        sample.batch(1024),
-        vocabulary_size,
-        lowercase=lowercase,
-        reserved_tokens=list(SPECIAL_TOKENS),
+    return GMLPTokenizer.compute_vocabulary(
+        texts, vocabulary_size, lowercase=lowercase, max_records=max_records
     )
-    if len(vocabulary) <= len(SPECIAL_TOKENS):
-        raise ValueError(
-            "Received an empty corpus; expected text to learn a vocabulary "
-            "from."
-        )
-    return vocabulary
 
 
 def save_vocabulary(vocabulary, path):
@@ -124,25 +105,22 @@ def load_vocabulary(path):
 
 
 def make_tokenizer(vocabulary, lowercase=True, special_tokens_in_strings=False):
-    """Returns a keras-hub `WordPieceTokenizer` over a vocabulary.
+    """Returns the `GMLPTokenizer` of a vocabulary.
 
     Args:
-        vocabulary: list of str or the path of a vocabulary file.
+        vocabulary: list of str or the path of a vocabulary file (checked
+            by `load_vocabulary`).
         lowercase: bool. Whether the text is lowercased first; as when the
             vocabulary was learnt.
         special_tokens_in_strings: bool. Whether special tokens written in
             a string, such as `"[MASK]"`, become their ids (for demos: it
             makes the tokenizer slower to trace). Defaults to `False`.
     """
-    import keras_hub
-
     if isinstance(vocabulary, str):
         vocabulary = load_vocabulary(vocabulary)
-    return keras_hub.tokenizers.WordPieceTokenizer(
+    return GMLPTokenizer(
         vocabulary=vocabulary,
         lowercase=lowercase,
-        oov_token=UNK,
-        special_tokens=list(SPECIAL_TOKENS),
         special_tokens_in_strings=special_tokens_in_strings,
         dtype="int32",
     )

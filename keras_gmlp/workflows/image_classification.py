@@ -405,7 +405,7 @@ def load_run_model(run_dir):
     preset = os.path.join(run_dir, PRESET_DIR)
     if os.path.isdir(preset):
         task = gmlp_image_classifier.GMLPImageClassifier
-        return task.from_preset(preset)
+        return run_folder.load_preset(task, preset)
     path = run_folder.find_file(run_dir, MODEL_FILES)
     return keras.saving.load_model(path, compile=False)
 

@@ -1,7 +1,8 @@
 """What a preset, a run or a model file is, and exporting them for serving.
 
-`info(name)` describes a preset of `keras_gmlp.PRESETS`, a training run's
-folder or a `.keras` file: configuration, parameter count and backend.
+`info(name)` describes a preset of `keras_gmlp.PRESETS`, a saved preset
+folder, a training run's folder or a `.keras` file: configuration,
+parameter count and backend.
 `export(model, export_dir)` writes a SavedModel with the preprocessing
 inside, as the training jobs do.
 """
@@ -20,8 +21,9 @@ def info(name=None):
     """Describes a preset, a run folder or a `.keras` file.
 
     Args:
-        name: str or `None`. A preset name, a run's `output_dir` or a
-            `.keras` file; `None` lists the presets.
+        name: str or `None`. A preset name, a saved preset folder, a
+            run's `output_dir` or a `.keras` file; `None` lists the
+            presets.
 
     Returns:
         A JSON-serialisable dict.
@@ -58,6 +60,8 @@ def info(name=None):
             parameters=int(model.count_params()),
         )
         return summary
+    if os.path.isfile(os.path.join(str(name), "config.json")):
+        return {**summary, **_preset_summary(name)}
     if os.path.isdir(name):
         record = run_folder.read_run_config(name)
         summary.update(run_dir=name, job=record["job"], config=record["config"])
@@ -74,14 +78,31 @@ def info(name=None):
     )
 
 
+def _preset_summary(folder):
+    """A saved preset folder: its backbone's configuration and size."""
+    import json
+
+    import keras_hub
+
+    with open(os.path.join(folder, "config.json")) as file:
+        config = json.load(file)
+    backbone = keras_hub.models.Backbone.from_preset(folder)
+    return {
+        "preset_dir": folder,
+        "backbone": config.get("class_name"),
+        "config": config.get("config", {}),
+        "parameters": int(backbone.count_params()),
+    }
+
+
 def _run_model_path(run_dir, job):
     names = {
         "image_classification": ("model.keras", "best.keras", "last.keras"),
         "pretraining": (
-            "masked_lm.keras",
-            "causal_lm.keras",
             "best.keras",
             "last.keras",
+            "masked_lm.keras",
+            "causal_lm.keras",
         ),
         "text_classification": ("best.keras", "last.keras"),
     }[job]
@@ -162,11 +183,12 @@ def export(model, export_dir, activation="softmax"):
                 image_classification.load_run_model(model), export_dir
             )
         if job == "text_classification":
-            path = _run_model_path(model, job)
-            classifier = keras.saving.load_model(path, compile=False)
-            length = record["config"]["sequence_length"]
-            return export_saved_model(
-                classifier, export_dir, input_shape=(length,)
+            from keras_gmlp.workflows import text_classification
+
+            return text_classification.export_classifier(
+                text_classification.load_task(model),
+                export_dir,
+                record["config"]["sequence_length"],
             )
         raise ValueError(
             f"{model!r} holds a {job} run; export takes an image or text "

@@ -1,16 +1,20 @@
-"""Language-model pretraining: flags -> config -> corpus -> model -> fit.
+"""Language-model pretraining: flags -> config -> corpus -> task -> fit.
 
 `keras-gmlp pretrain` (and `recipes/masked_lm.py`) run `run(config)`: a
 corpus streamed from text files or tfds (`keras_gmlp.data.corpus`), a
-WordPiece vocabulary learnt or loaded (`keras_gmlp.data.vocabulary`),
-packed `[CLS] ... [SEP]` sequences masked inside tf.data (15 %, 80/10/10)
-or shifted for next-token training (`keras_gmlp.data.lm_batches`), a gMLP
-or aMLP of the preset and overrides (or a matched keras-hub Transformer,
-`keras_gmlp.models.baselines`), AdamW with warmup and linear decay, the
-resumable fit, and held-out perplexity against the unigram baseline.
-`evaluate_run` scores a run's model again on the same seeded held-out
-batches, `fill_in_the_blank` fills the `[MASK]`s of a sentence and
-`generate_text` continues a prompt with a causal run.
+WordPiece vocabulary learnt or loaded into a `GMLPTokenizer`
+(`keras_gmlp.data.vocabulary`), packed `[CLS] ... [SEP]` sequences masked
+inside tf.data by the masked LM's own preprocessor
+(`GMLPMaskedLMPreprocessor.mask_packed`: 15 %, 80/10/10) or shifted for
+next-token training (`keras_gmlp.data.lm_batches`), a `GMLPMaskedLM` or
+`GMLPCausalLM` of the preset and overrides (or a matched keras-hub
+Transformer, `keras_gmlp.models.baselines`), AdamW with warmup and linear
+decay, the resumable fit, and held-out perplexity against the unigram
+baseline. A gMLP run is saved as a preset folder (`preset/`: the task with
+its tokenizer and preprocessor) for `from_preset`. `evaluate_run` scores a
+run's model again on the same seeded held-out batches,
+`fill_in_the_blank` fills the `[MASK]`s of a sentence and `generate_text`
+continues a prompt with a causal run.
 """
 
 import argparse
@@ -45,6 +49,8 @@ DESCRIPTION = (
     "Masked-LM (or causal-LM) pretraining of gMLP, aMLP or a Transformer."
 )
 VOCABULARY_FILE = "vocabulary.txt"
+PRESET_DIR = "preset"
+# The plain models of runs of earlier versions.
 MASKED_LM_FILE = "masked_lm.keras"
 CAUSAL_LM_FILE = "causal_lm.keras"
 
@@ -285,9 +291,14 @@ def unigram_baseline(config, corpus, tokenizer, validation):
 
 
 def build_models(config, vocabulary_size):
-    """`(training_model, saved_model, description)` for the config."""
+    """`(training_model, model, description)` for the config.
+
+    A gMLP run trains its task (`GMLPMaskedLM` or `GMLPCausalLM`, without
+    preprocessor: the batches are already masked or shifted), which is
+    also the model saved. A Transformer baseline trains a wrapper over the
+    keras-hub task (`keras_gmlp.models.baselines`).
+    """
     from keras_gmlp.models import baselines
-    from keras_gmlp.training import text_models
 
     model_config = config.model_config(vocabulary_size)
     resolved = resolve_config(
@@ -296,6 +307,7 @@ def build_models(config, vocabulary_size):
         model_config["preset"],
         **{k: v for k, v in model_config.items() if k != "preset"},
     )
+    resolved["causal"] = config.objective == "causal"
     if config.architecture == "transformer":
         layers, block_params, layer_params = (
             baselines.matched_transformer_layers(
@@ -323,14 +335,71 @@ def build_models(config, vocabulary_size):
             "gmlp_block_parameters": block_params,
             "transformer_layer_parameters": layer_params,
         }
-    elif config.objective == "causal":
-        training_model = model = text_models.causal_lm_model(model_config)
-        description = {"architecture": "gmlp", "config": resolved}
     else:
-        training_model, model = text_models.gmlp_masked_lm_models(model_config)
+        training_model = model = build_task(config.objective, resolved)
         description = {"architecture": "gmlp", "config": resolved}
     description["parameters"] = int(model.count_params())
     return training_model, model, description
+
+
+def build_task(objective, resolved, preprocessor=None):
+    """A `GMLPMaskedLM` (`"mlm"`) or `GMLPCausalLM` (`"causal"`).
+
+    Args:
+        objective: str. `"mlm"` or `"causal"`.
+        resolved: dict. A resolved text configuration (the builders').
+        preprocessor: the task's preprocessor, or `None`.
+    """
+    from keras_gmlp.models import GMLPCausalLM
+    from keras_gmlp.models import GMLPMaskedLM
+    from keras_gmlp.models import GMLPTextBackbone
+    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
+
+    backbone = GMLPTextBackbone(
+        **{key: resolved[key] for key in BACKBONE_DEFAULTS if key != "name"}
+    )
+    task = GMLPCausalLM if objective == "causal" else GMLPMaskedLM
+    return task(
+        backbone,
+        preprocessor=preprocessor,
+        name=resolved.get("name"),
+        compile=False,
+    )
+
+
+def task_preprocessor(config, tokenizer):
+    """The preprocessor a saved gMLP task carries, for raw strings."""
+    from keras_gmlp.data.lm_batches import masked_lm_preprocessor
+    from keras_gmlp.models import GMLPCausalLMPreprocessor
+
+    if config.objective == "causal":
+        return GMLPCausalLMPreprocessor(
+            tokenizer, sequence_length=config.sequence_length
+        )
+    return masked_lm_preprocessor(
+        tokenizer,
+        config.sequence_length,
+        config.mask_rate,
+        config.max_predictions,
+    )
+
+
+def model_inputs(dataset, model):
+    """Gives `model` the parts of the batches' inputs it takes.
+
+    The batches hold what the gMLP tasks take (`token_ids`,
+    `padding_mask` and, for a masked LM, `mask_positions`); a Transformer
+    baseline (or a model of an earlier version) takes fewer.
+    """
+    expected = model.input
+    if isinstance(expected, dict):
+        keys = set(expected)
+        if keys >= {"token_ids", "padding_mask"}:
+            return dataset
+        return dataset.map(
+            lambda x, y, w: ({k: v for k, v in x.items() if k in keys}, y, w)
+        )
+    return dataset.map(lambda x, y, w: (x["token_ids"], y, w))
 
 
 def compile_model(model, config, schedule):
@@ -380,6 +449,9 @@ def run(config, callbacks=None):
         training_model, model, description = build_models(
             config, len(vocabulary)
         )
+    train_data = model_inputs(train_data, training_model)
+    validation_data = model_inputs(validation_data, training_model)
+    with distribution.scope():
         peak_learning_rate = config.peak_learning_rate(batch_size)
         schedule = warmup_linear(
             peak_learning_rate, total_steps, config.warmup_steps(total_steps)
@@ -416,12 +488,16 @@ def run(config, callbacks=None):
         callbacks=callbacks,
         endless_stream=True,
     )
-    saved = CAUSAL_LM_FILE if config.objective == "causal" else MASKED_LM_FILE
     if config.architecture == "gmlp" and distribution.is_chief:
-        # A fresh, uncompiled model over the same layers: the file then
-        # loads with `import keras_gmlp` alone (no optimizer or schedule).
-        plain = keras.Model(model.inputs, model.outputs, name=model.name)
-        plain.save(os.path.join(config.output_dir, saved))
+        # The trained backbone in a task that takes raw strings, with its
+        # tokenizer: `GMLPMaskedLM.from_preset(output_dir/preset)`.
+        saved = type(model)(
+            model.backbone,
+            preprocessor=task_preprocessor(config, tokenizer),
+            name=model.name,
+            compile=False,
+        )
+        saved.save_to_preset(os.path.join(config.output_dir, PRESET_DIR))
     accuracy = "val_masked_accuracy"
     if config.objective == "causal":
         accuracy = "val_next_token_accuracy"
@@ -491,7 +567,8 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
 
     Args:
         run_dir: str. The run's `output_dir`.
-        checkpoint: str. The file scored. Defaults to `"last.keras"`.
+        checkpoint: str. The (compiled) checkpoint scored. Defaults to
+            `"last.keras"`, the model of the last epoch.
         unigram: bool. Whether to add the unigram baseline of the same
             targets (`"unigram_perplexity"`). Defaults to `False`.
 
@@ -510,8 +587,18 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
             batch_size = json.load(file).get("global_batch_size", batch_size)
     validation = heldout_batches(config, corpus, tokenizer, batch_size)
     path = run_folder.find_file(run_dir, (checkpoint,))
-    model = keras.saving.load_model(path)
-    metrics = model.evaluate(validation, return_dict=True, verbose=0)
+    # Compiled here: the text tasks' checkpoints do not restore their own
+    # compile settings (losses and metrics) when loaded.
+    model = keras.saving.load_model(path, compile=False)
+    model.compile(
+        loss=language_model_loss(),
+        weighted_metrics=language_model_metrics(
+            "masked" if config.objective == "mlm" else "next_token"
+        ),
+    )
+    metrics = model.evaluate(
+        model_inputs(validation, model), return_dict=True, verbose=0
+    )
     metrics = {key: float(value) for key, value in metrics.items()}
     if unigram:
         config.unigram_tokens = config.unigram_tokens or 5_000_000
@@ -521,11 +608,29 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
     return metrics
 
 
+def load_task(run_dir, config):
+    """A gMLP run's task from its preset (runs of earlier versions: their
+    best checkpoint), and whether it came from the preset."""
+    preset = os.path.join(run_dir, PRESET_DIR)
+    if os.path.isdir(preset):
+        from keras_gmlp.models import GMLPCausalLM
+        from keras_gmlp.models import GMLPMaskedLM
+
+        task = GMLPCausalLM if config.objective == "causal" else GMLPMaskedLM
+        return run_folder.load_preset(task, preset), True
+    _import_baselines(config)
+    names = (BEST_CHECKPOINT, LAST_CHECKPOINT)
+    if config.objective == "causal":
+        names = (CAUSAL_LM_FILE,) + names
+    path = run_folder.find_file(run_dir, names)
+    return keras.saving.load_model(path, compile=False), False
+
+
 def fill_in_the_blank(run_dir, sentence, top_k=5):
     """Top-k fillers of each `[MASK]` of `sentence`, from a masked-LM run.
 
     Args:
-        run_dir: str. The run's folder (vocabulary and checkpoint).
+        run_dir: str. The run's folder (preset, vocabulary).
         sentence: str. Text with one or more `[MASK]`.
         top_k: int. Fillers per mask. Defaults to `5`.
 
@@ -553,19 +658,22 @@ def fill_in_the_blank(run_dir, sentence, top_k=5):
             f"The run in {run_dir!r} trained a {config.objective!r} model; "
             "filling [MASK]s needs a masked-LM run."
         )
-    _import_baselines(config)
-    path = run_folder.find_file(run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT))
-    model = keras.saving.load_model(path, compile=False)
     length = config.sequence_length
     if token_ids.shape[1] > length:
         raise ValueError(
             f"The text is {token_ids.shape[1]} tokens long with [CLS] and "
             f"[SEP]; the model takes at most {length}."
         )
-    logits = model.predict(
-        {"token_ids": token_ids, "mask_positions": positions[None, :]},
-        verbose=0,
-    )[0]
+    model, _ = load_task(run_dir, config)
+    inputs = {
+        "token_ids": token_ids,
+        "padding_mask": np.ones_like(token_ids, bool),
+        "mask_positions": positions[None, :].astype("int32"),
+    }
+    if "padding_mask" not in model.input:
+        del inputs["padding_mask"]
+    # The model itself, not `predict`: a task's preprocessor takes strings.
+    logits = keras.ops.convert_to_numpy(model(inputs, training=False))[0]
     return [predictions.top_k(row, vocabulary, top_k) for row in logits]
 
 
@@ -578,25 +686,27 @@ def generate_text(
     temperature=1.0,
     seed=None,
 ):
-    """Continues `prompt` with the model of a causal gMLP run.
+    """Continues `prompt` with the task of a causal gMLP run.
 
-    Generation stops at `[SEP]`, the end of a record in the training
-    stream, or after `max_new_tokens`.
+    `GMLPCausalLM.generate` with keras-hub's greedy or top-k sampler;
+    generation stops at `[SEP]`, the end of a record in the training
+    stream, or after `max_new_tokens` (or at the model's
+    `sequence_length`).
 
     Args:
-        run_dir: str. The run's folder (`causal_lm.keras`, vocabulary).
+        run_dir: str. The run's folder (`preset/`).
         prompt: str. The start of the text.
         max_new_tokens: int. Defaults to `20`.
         strategy: str. `"greedy"` or `"top_k"`. Defaults to `"greedy"`.
         top_k: int. Candidates of `"top_k"` sampling. Defaults to `10`.
-        temperature: float. Defaults to `1.0`.
+        temperature: float. Divides the logits of `"top_k"` sampling.
+            Defaults to `1.0`.
         seed: int or `None`. Seed of the sampling.
 
     Returns:
         str: the prompt's tokens and the generated ones, detokenized.
     """
-    from keras_gmlp.data import vocabulary as vocabularies
-    from keras_gmlp.generation import generate
+    import keras_hub
 
     record, config, vocabulary = _run_settings(run_dir)
     if config.objective != "causal" or config.architecture != "gmlp":
@@ -605,13 +715,41 @@ def generate_text(
             f"{config.objective!r} model; generating needs a causal gMLP "
             "run (keras-gmlp pretrain --objective causal)."
         )
+    if strategy not in ("greedy", "top_k"):
+        raise ValueError(
+            f"Received strategy={strategy!r}; expected 'greedy' or 'top_k'."
+        )
+    task, from_preset = load_task(run_dir, config)
+    if not from_preset:
+        return _generate_with_plain_model(
+            task, config, vocabulary, prompt, max_new_tokens, strategy,
+            top_k, temperature, seed,
+        )  # fmt: skip
+    tokenizer = task.preprocessor.tokenizer
+    prompt_length = 1 + len(np.asarray(tokenizer(prompt)).tolist())
+    max_length = min(config.sequence_length, prompt_length + max_new_tokens)
+    if strategy == "greedy":
+        sampler = keras_hub.samplers.GreedySampler()
+    else:
+        sampler = keras_hub.samplers.TopKSampler(
+            k=top_k, seed=seed, temperature=temperature
+        )
+    task.compile(sampler=sampler)
+    return task.generate(prompt, max_length=max_length)
+
+
+def _generate_with_plain_model(
+    model, config, vocabulary, prompt, max_new_tokens, strategy, top_k,
+    temperature, seed,
+):  # fmt: skip
+    """`keras_gmlp.generation.generate` on a `causal_lm.keras` model."""
+    from keras_gmlp.data import vocabulary as vocabularies
+    from keras_gmlp.generation import generate
+
     tokenizer = vocabularies.make_tokenizer(
         vocabulary, lowercase=not config.cased
     )
     ids = vocabularies.special_ids(tokenizer)
-    model = keras.saving.load_model(
-        run_folder.find_file(run_dir, (CAUSAL_LM_FILE,)), compile=False
-    )
     tokens = np.asarray(tokenizer.tokenize(prompt)).tolist()
     generated = generate(
         model,

@@ -99,3 +99,23 @@ def find_file(run_dir, names, what="model"):
         f"No {what} ({', '.join(names)}) in {run_dir!r}; expected the "
         "--output-dir of a finished training run."
     )
+
+
+def load_preset(task_class, folder):
+    """`task_class.from_preset(folder)`, for any saved dtype policy.
+
+    keras-hub 0.32 cannot resolve a saved mixed-precision policy by
+    itself (`is_float_dtype("mixed_bfloat16")` raises), so the saved
+    policy is passed explicitly.
+
+    Args:
+        task_class: a keras-hub task class, such as `GMLPMaskedLM`.
+        folder: str. A folder written by `save_to_preset`.
+    """
+    with open(os.path.join(folder, "config.json")) as file:
+        dtype = json.load(file).get("config", {}).get("dtype")
+    if isinstance(dtype, dict):
+        dtype = dtype.get("config", {}).get("name")
+    if dtype is None:
+        return task_class.from_preset(folder)
+    return task_class.from_preset(folder, dtype=dtype)

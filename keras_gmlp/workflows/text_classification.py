@@ -2,11 +2,15 @@
 
 `keras-gmlp finetune` (and `recipes/text_classification.py`) run
 `run(config)`: labelled rows from CSV/TSV files or tfds
-(`keras_gmlp.data.labelled_text`), the vocabulary of a pretraining run (or
-one given or learnt), a classifier over the first (`[CLS]`) token, either
-over the pretrained encoder or from scratch, AdamW with warmup and linear
-decay, the resumable fit; accuracy, and F1 of class 1 for binary tasks.
-`evaluate_run` scores a run again; `classify_text` classifies a sentence.
+(`keras_gmlp.data.labelled_text`), a `GMLPTextClassifier` over the
+backbone and tokenizer of a pretraining run's preset (or from scratch,
+with a vocabulary given or learnt), AdamW with warmup and linear decay,
+the resumable fit; accuracy, and F1 of class 1 for binary tasks. The
+task's preprocessor (`GMLPTextClassifierPreprocessor`: WordPiece, then
+`[CLS] a [SEP] (b [SEP])`) turns the raw texts into token ids inside
+`fit`, `evaluate` and `predict`, as when serving. The run is saved as a
+preset folder (`preset/`). `evaluate_run` scores a run again;
+`classify_text` classifies a sentence.
 """
 
 import argparse
@@ -17,8 +21,7 @@ import os
 import keras
 import numpy as np
 
-from keras_gmlp.generation import model_sequence_length
-from keras_gmlp.models import text_classifier
+from keras_gmlp.models.config import resolve_config
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
@@ -38,7 +41,7 @@ JOB = "text_classification"
 DESCRIPTION = "Fine-tune a pretrained gMLP, or train one, to classify text."
 VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.json"
-PRETRAINED_FILE = "masked_lm.keras"
+PRESET_DIR = "preset"
 DEFAULT_VOCABULARY_SIZE = 8192
 
 
@@ -74,8 +77,8 @@ def add_arguments(parser):
     model = parser.add_argument_group("model")
     model.add_argument(
         "--pretrained",
-        help="Folder of a masked-LM pretraining run (keras-gmlp pretrain): "
-        "its vocabulary and encoder weights are used.",
+        help="Folder of a gMLP pretraining run (keras-gmlp pretrain), or a "
+        "text preset folder: its tokenizer and backbone weights are used.",
     )
     model.add_argument(
         "--preset", help="A text preset, for a model from scratch."
@@ -117,17 +120,46 @@ def config_from_argv(argv=None):
     return arguments.config_from_args(TextClassificationConfig, args)
 
 
-def prepare_vocabulary(config, train):
-    """The run's vocabulary: saved, pretrained, given or learnt."""
+def pretrained_preset(path):
+    """The preset folder of a pretraining run (or `path`, a preset).
+
+    Raises:
+        FileNotFoundError: when `path` holds neither.
+    """
+    for folder in (os.path.join(path, PRESET_DIR), path):
+        if os.path.exists(os.path.join(folder, "config.json")):
+            return folder
+    raise FileNotFoundError(
+        f"No preset in {path!r}; expected the --output-dir of a gMLP "
+        "pretraining run (with a preset/ folder) or a preset folder. Runs "
+        "of earlier versions saved masked_lm.keras instead: train again, "
+        "or build the classifier with keras_gmlp.models.text_classifier("
+        "encoder=...)."
+    )
+
+
+def prepare_tokenizer(config, train):
+    """The run's tokenizer: saved, pretrained, given or learnt.
+
+    Its vocabulary is written to the run's folder, so a resumed run reuses
+    exactly the same token ids.
+
+    Returns:
+        `(tokenizer, config)`: a `GMLPTokenizer`, and the config with the
+        casing of a pretrained tokenizer.
+    """
     from keras_gmlp.data import vocabulary as vocabularies
+    from keras_gmlp.models import GMLPTokenizer
 
     path = os.path.join(config.output_dir, VOCABULARY_FILE)
-    if os.path.exists(path):
-        return vocabularies.load_vocabulary(path)
     if config.pretrained:
-        vocabulary = vocabularies.load_vocabulary(
-            os.path.join(config.pretrained, VOCABULARY_FILE)
+        pretrained = GMLPTokenizer.from_preset(
+            pretrained_preset(config.pretrained)
         )
+        config = dataclasses.replace(config, cased=not pretrained.lowercase)
+        vocabulary = pretrained.get_vocabulary()
+    elif os.path.exists(path):
+        vocabulary = vocabularies.load_vocabulary(path)
     elif config.vocabulary:
         vocabulary = vocabularies.load_vocabulary(config.vocabulary)
     else:
@@ -138,50 +170,56 @@ def prepare_vocabulary(config, train):
         )
     os.makedirs(config.output_dir, exist_ok=True)
     vocabularies.save_vocabulary(vocabulary, path)
-    return vocabulary
+    tokenizer = vocabularies.make_tokenizer(
+        vocabulary, lowercase=not config.cased
+    )
+    return tokenizer, config
 
 
-def build_model(config, vocabulary_size, num_classes):
-    """The classifier: over the pretrained encoder, or from scratch."""
+def build_model(config, tokenizer, num_classes):
+    """The classifier task, with its preprocessor for raw texts.
+
+    Over the backbone of `config.pretrained` (its trained weights), or a
+    backbone of `config.preset` and the size flags from scratch.
+    """
+    from keras_gmlp.models import GMLPTextBackbone
+    from keras_gmlp.models import GMLPTextClassifier
+    from keras_gmlp.models import GMLPTextClassifierPreprocessor
+    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
+    from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
+
     if config.pretrained:
-        path = os.path.join(config.pretrained, PRETRAINED_FILE)
-        if not os.path.exists(path):
-            raise FileNotFoundError(
-                f"No {PRETRAINED_FILE} in {config.pretrained!r}; expected "
-                "the --output-dir of a gMLP masked-LM pretraining run."
-            )
-        pretrained = keras.saving.load_model(path, compile=False)
-        length = model_sequence_length(pretrained)
-        if length is not None and config.sequence_length > length:
+        backbone = run_folder.load_preset(
+            GMLPTextBackbone, pretrained_preset(config.pretrained)
+        )
+        if config.sequence_length > backbone.sequence_length:
             raise ValueError(
                 f"--sequence-length {config.sequence_length} is longer than "
-                f"the pretrained model's sequence_length {length}."
+                f"the pretrained model's sequence_length "
+                f"{backbone.sequence_length}."
             )
-        return text_classifier(
-            encoder=pretrained,
-            num_classes=num_classes,
-            dropout=config.dropout,
+    else:
+        resolved = resolve_config(
+            "text",
+            TEXT_DEFAULTS,
+            config.preset,
+            vocabulary_size=tokenizer.vocabulary_size(),
+            sequence_length=config.sequence_length,
+            **config.model_overrides(),
         )
-    return text_classifier(
-        config.preset,
-        vocabulary_size=vocabulary_size,
-        sequence_length=config.sequence_length,
-        num_classes=num_classes,
-        dropout=config.dropout,
-        **config.model_overrides(),
+        backbone = GMLPTextBackbone(
+            **{k: resolved[k] for k in BACKBONE_DEFAULTS if k != "name"}
+        )
+    preprocessor = GMLPTextClassifierPreprocessor(
+        tokenizer, sequence_length=config.sequence_length
     )
-
-
-def pretrained_casing(config):
-    """The config with a pretrained run's `cased` setting, if it has one."""
-    if not config.pretrained:
-        return config
-    path = os.path.join(config.pretrained, run_folder.RUN_CONFIG_FILE)
-    if not os.path.exists(path):
-        return config
-    record = run_folder.read_run_config(config.pretrained)
-    cased = record.get("cased", record["config"].get("cased", config.cased))
-    return dataclasses.replace(config, cased=cased)
+    return GMLPTextClassifier(
+        backbone,
+        num_classes=num_classes,
+        preprocessor=preprocessor,
+        dropout=config.dropout,
+        compile=False,
+    )
 
 
 def run(config, callbacks=None):
@@ -195,15 +233,13 @@ def run(config, callbacks=None):
     Returns:
         The results dict.
     """
-    from keras_gmlp.data.labelled_text import classification_batches
     from keras_gmlp.data.labelled_text import load_labelled_text
-    from keras_gmlp.data.vocabulary import make_tokenizer
+    from keras_gmlp.data.labelled_text import text_batches
 
     # The strategy comes first: TensorFlow's multi-worker set-up and
     # logical devices must precede anything TensorFlow runs.
     distribution = run_distribution(config.strategy, config.split_cpu)
     configure_run(config.seed, config.mixed_precision)
-    config = pretrained_casing(config)
     train, validation, label_names = load_labelled_text(
         tfds_name=config.tfds_name,
         data_dir=config.data_dir,
@@ -220,8 +256,7 @@ def run(config, callbacks=None):
             f"The training data has the single label {label_names}; "
             "expected at least two classes."
         )
-    vocabulary = prepare_vocabulary(config, train)
-    tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
+    tokenizer, config = prepare_tokenizer(config, train)
     with open(os.path.join(config.output_dir, LABELS_FILE), "w") as file:
         json.dump(label_names, file)
     run_folder.write_run_config(
@@ -231,7 +266,7 @@ def run(config, callbacks=None):
     steps_per_epoch = config.steps_per_epoch or -(-len(train) // batch_size)
     total_steps = config.epochs * steps_per_epoch
     with distribution.scope():
-        model = build_model(config, len(vocabulary), len(label_names))
+        model = build_model(config, tokenizer, len(label_names))
         schedule = warmup_linear(
             config.peak_learning_rate(batch_size),
             total_steps,
@@ -256,10 +291,9 @@ def run(config, callbacks=None):
         f"{len(label_names)} classes; {model.count_params():,} parameters; "
         f"from {start}."
     )
-    train_data = classification_batches(
+    # Raw texts: the task's preprocessor tokenizes them inside `fit`.
+    train_data = text_batches(
         train,
-        tokenizer,
-        config.sequence_length,
         batch_size,
         shuffle=True,
         seed=config.seed,
@@ -267,9 +301,7 @@ def run(config, callbacks=None):
     )
     if config.steps_per_epoch:
         train_data = train_data.repeat()
-    validation_data = classification_batches(
-        validation, tokenizer, config.sequence_length, batch_size, False
-    )
+    validation_data = text_batches(validation, batch_size)
     history, wall_time = fit(
         model,
         train_data,
@@ -288,6 +320,8 @@ def run(config, callbacks=None):
         model, validation_data, validation.labels, len(label_names)
     )
     metrics["val_loss"] = history["val_loss"][-1]
+    if distribution.is_chief:
+        model.save_to_preset(os.path.join(config.output_dir, PRESET_DIR))
     results = write_results(
         config.output_dir,
         config,
@@ -322,9 +356,7 @@ def scores(model, batches, labels, num_classes):
 
 
 def _run_settings(run_dir):
-    """`(config, labels, vocabulary, model)` of a text classification run."""
-    from keras_gmlp.data.vocabulary import load_vocabulary
-
+    """`(config, labels)` of a text classification run."""
     record = run_folder.read_run_config(run_dir)
     if record["job"] != JOB:
         raise ValueError(
@@ -334,23 +366,32 @@ def _run_settings(run_dir):
     config = TextClassificationConfig.from_dict(record["config"])
     with open(os.path.join(run_dir, LABELS_FILE)) as file:
         labels = json.load(file)
-    vocabulary = load_vocabulary(os.path.join(run_dir, VOCABULARY_FILE))
+    return config, labels
+
+
+def load_task(run_dir):
+    """A run's classifier: its preset, else its best checkpoint."""
+    from keras_gmlp.models import GMLPTextClassifier
+
+    preset = os.path.join(run_dir, PRESET_DIR)
+    if os.path.isdir(preset):
+        return run_folder.load_preset(GMLPTextClassifier, preset)
     path = run_folder.find_file(run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT))
-    model = keras.saving.load_model(path, compile=False)
-    return config, labels, vocabulary, model
+    return keras.saving.load_model(path, compile=False)
 
 
 def evaluate_run(run_dir):
-    """Scores a run's best model on its held-out rows again.
+    """Scores a run's best checkpoint on its held-out rows again.
 
     Returns:
         A dict of `val_accuracy` (and `val_f1` for two classes).
     """
-    from keras_gmlp.data.labelled_text import classification_batches
     from keras_gmlp.data.labelled_text import load_labelled_text
-    from keras_gmlp.data.vocabulary import make_tokenizer
+    from keras_gmlp.data.labelled_text import text_batches
 
-    config, labels, vocabulary, model = _run_settings(run_dir)
+    config, labels = _run_settings(run_dir)
+    path = run_folder.find_file(run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT))
+    model = keras.saving.load_model(path, compile=False)
     _, validation, _ = load_labelled_text(
         tfds_name=config.tfds_name,
         data_dir=config.data_dir,
@@ -362,19 +403,12 @@ def evaluate_run(run_dir):
         text_b_column=config.text_b_column,
         label_column=config.label_column,
     )
-    tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
-    batches = classification_batches(
-        validation,
-        tokenizer,
-        config.sequence_length,
-        config.global_batch_size(1),
-        False,
-    )
+    batches = text_batches(validation, config.global_batch_size(1))
     return scores(model, batches, validation.labels, len(labels))
 
 
 def classify_text(run_dir, text, text_b=None, top_k=5):
-    """Classifies a text (or a pair of texts) with a run's best model.
+    """Classifies a text (or a pair of texts) with a run's task.
 
     Args:
         run_dir: str. The run's `output_dir`.
@@ -385,15 +419,27 @@ def classify_text(run_dir, text, text_b=None, top_k=5):
     Returns:
         A list of `(label, probability)`, most likely first.
     """
-    from keras_gmlp.data.labelled_text import LabelledRows
-    from keras_gmlp.data.labelled_text import classification_batches
-    from keras_gmlp.data.vocabulary import make_tokenizer
-
-    config, labels, vocabulary, model = _run_settings(run_dir)
-    tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
-    rows = LabelledRows([text], None if text_b is None else [text_b], [0])
-    batches = classification_batches(
-        rows, tokenizer, config.sequence_length, 1, False
-    )
-    logits = model.predict(batches, verbose=0)[0]
+    _, labels = _run_settings(run_dir)
+    task = load_task(run_dir)
+    texts = [text] if text_b is None else ([text], [text_b])
+    # By keyword: a positional pair would read as (texts, labels).
+    inputs = task.preprocessor(x=texts)
+    logits = keras.ops.convert_to_numpy(task(inputs, training=False))[0]
     return predictions.top_k(logits, labels, top_k)
+
+
+def export_classifier(task, export_dir, sequence_length):
+    """Exports a SavedModel: token ids `(batch, sequence_length)` ->
+    class probabilities.
+
+    The padding mask is made inside (token id 0 is `[PAD]`), so the
+    SavedModel takes the token ids that the task's preprocessor makes.
+    """
+    from keras_gmlp.export import export_saved_model
+    from keras_gmlp.models.baselines import BertInputs
+
+    token_ids = keras.Input((sequence_length,), dtype="int32", name="ids")
+    padding_mask, _ = BertInputs(name="padding_mask")(token_ids)
+    logits = task({"token_ids": token_ids, "padding_mask": padding_mask})
+    model = keras.Model(token_ids, logits, name=f"{task.name}_token_ids")
+    return export_saved_model(model, export_dir)

@@ -2,14 +2,15 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 
-from keras_gmlp.data.labelled_text import classification_batches
 from keras_gmlp.data.labelled_text import load_labelled_text
 from keras_gmlp.data.labelled_text import read_table
 from keras_gmlp.data.labelled_text import read_tfds
+from keras_gmlp.data.labelled_text import text_batches
 from keras_gmlp.data.vocabulary import SPECIAL_TOKENS
 from keras_gmlp.data.vocabulary import make_tokenizer
 from keras_gmlp.data.vocabulary import special_ids
 from keras_gmlp.data.vocabulary import train_vocabulary
+from keras_gmlp.models import GMLPTextClassifierPreprocessor
 from tests.data.corpus_helpers import write_task
 
 
@@ -21,11 +22,12 @@ def test_sentence_pairs_are_packed_with_sep(tmp_path):
     vocabulary = train_vocabulary(rows.texts + rows.texts_b, 60)
     tokenizer = make_tokenizer(vocabulary)
     ids = special_ids(tokenizer)
-    (token_ids, batch_labels) = next(
-        iter(classification_batches(rows, tokenizer, 64, 4, False, None))
-    )
-    token_ids = token_ids.numpy()
+    # Raw text pairs, packed by the classifier's own preprocessor.
+    (texts, batch_labels) = next(iter(text_batches(rows, 4)))
+    assert isinstance(texts, tuple) and len(texts) == 2
     np.testing.assert_array_equal(batch_labels, rows.labels)
+    preprocessor = GMLPTextClassifierPreprocessor(tokenizer, sequence_length=64)
+    token_ids = np.asarray(preprocessor(x=texts)["token_ids"])
     for row, (a, b) in enumerate(zip(rows.texts, rows.texts_b, strict=True)):
         expected = [
             ids["[CLS]"],
@@ -51,10 +53,9 @@ def test_tfds_sentence_pairs_with_mock_data():
     assert rows.texts == premises
     assert labels == {"entailment": 0, "neutral": 1, "contradiction": 2}
     tokenizer = make_tokenizer(list(SPECIAL_TOKENS) + list("abcdefghij"))
-    token_ids, batch_labels = next(
-        iter(classification_batches(rows, tokenizer, 32, 12, False, None))
-    )
-    token_ids = token_ids.numpy()
+    texts, batch_labels = next(iter(text_batches(rows, 12)))
+    preprocessor = GMLPTextClassifierPreprocessor(tokenizer, sequence_length=32)
+    token_ids = np.asarray(preprocessor(x=texts)["token_ids"])
     assert (token_ids[:, 0] == 2).all()
     assert ((token_ids == 3).sum(axis=1) == 2).all()  # two [SEP]
     np.testing.assert_array_equal(batch_labels, rows.labels)
@@ -89,14 +90,12 @@ def test_shuffled_batches_keep_every_row_once(tmp_path):
     rows, _ = read_table(
         str(tmp_path / "rows.csv"), "text", None, "label", None
     )
-    tokenizer = make_tokenizer(train_vocabulary(rows.texts, 60))
-    batches = classification_batches(
-        rows, tokenizer, 16, 6, shuffle=True, seed=0, shuffle_buffer=4
-    )
-    seen = [tuple(ids) for x, _ in batches for ids in x.numpy().tolist()]
-    expected = [
-        tuple(ids)
-        for x, _ in classification_batches(rows, tokenizer, 16, 6, False)
-        for ids in x.numpy().tolist()
+    batches = text_batches(rows, 6, shuffle=True, seed=0, shuffle_buffer=4)
+    seen = [
+        (text.decode(), int(label))
+        for texts, labels in batches.as_numpy_iterator()
+        for text, label in zip(texts, labels, strict=True)
     ]
+    expected = list(zip(rows.texts, rows.labels.tolist(), strict=True))
     assert sorted(seen) == sorted(expected) and seen != expected
+    assert [len(x) for x, _ in batches] == [6, 6, 6, 2]

@@ -11,6 +11,7 @@ from keras_gmlp.data.lm_batches import fixed_batches
 from keras_gmlp.data.lm_batches import masked_lm_dataset
 from keras_gmlp.data.lm_batches import masked_lm_heldout_batches
 from keras_gmlp.data.lm_batches import pack_sequences
+from keras_gmlp.data.lm_batches import packed_sequences
 from keras_gmlp.data.lm_batches import token_counts
 from keras_gmlp.data.lm_batches import tokenize_records
 from keras_gmlp.data.lm_batches import unigram_perplexity
@@ -78,7 +79,12 @@ def test_masking_statistics(corpus_dir, tokenizer):
         labels, weights = labels.numpy(), weights.numpy()
         original = original.numpy()
         assert positions.shape[1] == max_predictions
-        special = np.isin(original, [0, ids["[CLS]"], ids["[SEP]"]])
+        # The padding mask of the sequences before masking.
+        np.testing.assert_array_equal(
+            inputs["padding_mask"].numpy(), original != 0
+        )
+        # No special token is ever selected ([PAD] [UNK] [CLS] [SEP] [MASK]).
+        special = np.isin(original, list(ids.values()))
         selectable += (~special).sum()
         for row in range(len(token_ids)):
             real = weights[row] > 0
@@ -114,9 +120,11 @@ def test_causal_batches_shift_by_one(corpus_dir, tokenizer):
         ).as_numpy_iterator()
     )
     for inputs, labels, weights in batches:
-        assert inputs.shape[1] == labels.shape[1] == 16
-        np.testing.assert_array_equal(inputs[:, 1:], labels[:, :-1])
+        token_ids = inputs["token_ids"]
+        assert token_ids.shape[1] == labels.shape[1] == 16
+        np.testing.assert_array_equal(token_ids[:, 1:], labels[:, :-1])
         np.testing.assert_array_equal(weights, (labels != 0).astype("f"))
+        np.testing.assert_array_equal(inputs["padding_mask"], token_ids != 0)
     assert batches[-1][2].min() == 0  # The last sequence is padded.
 
 
@@ -166,11 +174,15 @@ def test_heldout_masks_repeat_with_the_seed(corpus_dir, tokenizer):
             corpus.dataset("validation"), tokenizer, 32, 8, 6, seed=seed
         )
         return [
-            (x["token_ids"], x["mask_positions"], y, w)
+            (x["token_ids"], x["mask_positions"], y, w, x["padding_mask"])
             for x, y, w in batches.as_numpy_iterator()
         ]
 
     first = heldout(seed=3)
+    # The padding mask is that of the sequences before masking.
+    originals = packed_sequences(corpus.dataset("validation"), tokenizer, 32)
+    for batch, original in zip(first, originals.batch(8), strict=False):
+        np.testing.assert_array_equal(batch[4], original.numpy() != 0)
     # Random draws in between (as a model's initialisation) do not matter.
     tf.random.uniform((100,))
     keras_random_draw = tf.random.shuffle(tf.range(10))
@@ -196,7 +208,7 @@ def test_heldout_masks_repeat_with_the_seed(corpus_dir, tokenizer):
     shown = np.concatenate(
         [
             np.take_along_axis(ids, positions, axis=1)[weights_ > 0]
-            for ids, positions, _, weights_ in first
+            for ids, positions, _, weights_, _ in first
         ]
     )
     assert 0.7 < np.mean(shown == mask_id) < 0.9

@@ -1,6 +1,7 @@
 import json
 
 import keras
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
@@ -84,14 +85,17 @@ def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
     cli.main(["predict", str(tmp_path), "--text", sentence])
     labels = json.loads(capsys.readouterr().out)
     assert sorted(entry["label"] for entry in labels) == ["cat", "dog"]
-    model = keras.saving.load_model(tmp_path / "best.keras", compile=False)
-    from keras_gmlp.data.vocabulary import make_tokenizer
-
-    tokenizer = make_tokenizer(str(tmp_path / "vocabulary.txt"))
+    # The same by hand: the preset's task on `[CLS] tokens [SEP] [PAD]...`.
+    model = keras_hub.models.TextClassifier.from_preset(
+        str(tmp_path / "preset")
+    )
+    assert type(model).__name__ == "GMLPTextClassifier"
+    tokenizer = model.preprocessor.tokenizer
     tokens = np.asarray(tokenizer.tokenize(sentence)).tolist()
     token_ids = np.zeros((1, 16), "int32")
     token_ids[0, : len(tokens) + 2] = [2, *tokens, 3]
-    logits = keras.ops.convert_to_numpy(model(token_ids))[0]
+    inputs = {"token_ids": token_ids, "padding_mask": token_ids != 0}
+    logits = keras.ops.convert_to_numpy(model(inputs))[0]
     probabilities = np.exp(logits) / np.exp(logits).sum()
     by_label = {entry["label"]: entry["probability"] for entry in labels}
     np.testing.assert_allclose(
@@ -154,20 +158,20 @@ def test_pretrained_encoder_weights_and_vocabulary_are_reused(
 ):
     config = text_classification.config_from_argv(
         ["--pretrained", str(pretrained_run), "--sequence-length", "16"]
+        + ["--output-dir", str(tmp_path / "built")]
     )
-    model = text_classification.build_model(config, None, num_classes=3)
-    masked = keras.saving.load_model(pretrained_run / "masked_lm.keras")
-    encoder = model.get_layer("encoder")
-    for name in ("token_embedding", "block_0", "final_norm"):
-        for mine, theirs in zip(
-            encoder.get_layer(name).weights,
-            masked.get_layer(name).weights,
-            strict=True,
-        ):
-            np.testing.assert_array_equal(
-                keras.ops.convert_to_numpy(mine),
-                keras.ops.convert_to_numpy(theirs),
-            )
+    tokenizer, config = text_classification.prepare_tokenizer(config, None)
+    model = text_classification.build_model(config, tokenizer, num_classes=3)
+    masked = keras_hub.models.MaskedLM.from_preset(
+        str(pretrained_run / "preset")
+    )
+    for mine, theirs in zip(
+        model.backbone.weights, masked.backbone.weights, strict=True
+    ):
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(mine),
+            keras.ops.convert_to_numpy(theirs),
+        )
     results = train(
         [
             "--pretrained",
@@ -195,12 +199,16 @@ def test_pretrained_encoder_weights_and_vocabulary_are_reused(
     ).read_text()
 
 
-def test_sequence_longer_than_the_pretrained_model_fails(pretrained_run):
+def test_sequence_longer_than_the_pretrained_model_fails(
+    pretrained_run, tmp_path
+):
     config = text_classification.config_from_argv(
         ["--pretrained", str(pretrained_run), "--sequence-length", "64"]
+        + ["--output-dir", str(tmp_path)]
     )
     with pytest.raises(ValueError, match="--sequence-length 64 .* 16"):
-        text_classification.build_model(config, None, num_classes=2)
+        tokenizer, config = text_classification.prepare_tokenizer(config, None)
+        text_classification.build_model(config, tokenizer, num_classes=2)
 
 
 @pytest.mark.large
