@@ -24,9 +24,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 quickstart: setup
-	KERAS_BACKEND=$(QUICKSTART_BACKEND) $(BIN)/python \
-		recipes/image_classification.py --dataset digits \
-		--output-dir runs/digits
+	KERAS_BACKEND=$(QUICKSTART_BACKEND) $(BIN)/keras-gmlp \
+		train-image-classifier --dataset digits --output-dir runs/digits
 
 lint: setup
 	$(BIN)/ruff check .

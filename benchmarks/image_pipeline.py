@@ -39,6 +39,7 @@ import numpy as np
 from keras_gmlp import models
 from keras_gmlp.data import images
 from keras_gmlp.data.augment import AugmentConfig
+from keras_gmlp.data.image_sources import load_images
 from keras_gmlp.training.optimizers import adamw
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -58,7 +59,7 @@ def setups(folder, quick):
     write_cifar_binaries(folder, 512 if quick else 2048)
     return {
         "digits": {
-            "data": images.load_images("digits"),
+            "data": load_images("digits"),
             "image_size": (16, 16),
             "batch_size": 64,
             "augment": AugmentConfig(
@@ -73,7 +74,7 @@ def setups(folder, quick):
             },
         },
         "cifar10_paper_augmentation": {
-            "data": images.load_images("cifar10", folder),
+            "data": load_images("cifar10", folder),
             "image_size": (32, 32),
             "batch_size": 128,
             "augment": AugmentConfig(crop_padding=4),

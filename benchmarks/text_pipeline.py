@@ -28,10 +28,13 @@ import time
 
 import keras
 
-from keras_gmlp.data import text
+from keras_gmlp.data.corpus import TextCorpus
+from keras_gmlp.data.lm_batches import masked_lm_dataset
+from keras_gmlp.data.vocabulary import make_tokenizer
+from keras_gmlp.data.vocabulary import train_vocabulary
+from keras_gmlp.models import GMLPMaskedLM
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
-from keras_gmlp.training.text_models import gmlp_masked_lm_models
 
 WORDS = (
     "the a of to in is that for it as with was on be by this are from at "
@@ -91,12 +94,12 @@ def main(argv=None):
     if files is None:
         files = os.path.join(workdir, "corpus.txt")
         write_corpus(files, 20_000)
-    corpus = text.TextCorpus(files=files, record=args.record)
-    vocabulary = text.train_vocabulary(
+    corpus = TextCorpus(files=files, record=args.record)
+    vocabulary = train_vocabulary(
         corpus.records("train"), args.vocabulary_size, max_records=20_000
     )
-    tokenizer = text.make_tokenizer(vocabulary)
-    dataset = text.masked_lm_dataset(
+    tokenizer = make_tokenizer(vocabulary)
+    dataset = masked_lm_dataset(
         corpus.dataset("train", repeat=True),
         tokenizer,
         args.sequence_length,
@@ -106,12 +109,10 @@ def main(argv=None):
     pipeline = pipeline_tokens_per_second(
         dataset, args.pipeline_batches, args.sequence_length
     )
-    training_model, _ = gmlp_masked_lm_models(
-        {
-            "preset": args.preset,
-            "vocabulary_size": len(vocabulary),
-            "sequence_length": args.sequence_length,
-        }
+    training_model = GMLPMaskedLM.from_preset(
+        args.preset,
+        vocabulary_size=len(vocabulary),
+        sequence_length=args.sequence_length,
     )
     training_model.compile(
         optimizer=keras.optimizers.AdamW(1e-4),

@@ -7,7 +7,7 @@ second epoch's `train_seconds`: compilation and evaluation excluded). The
 real run then trains for as many steps as fit in `--minutes`, with the same
 corpus, vocabulary, data stream and schedule shape. At the end every final
 model (`last.keras`) is scored again on the very same masked held-out
-batches (`keras_gmlp.data.text.masked_lm_heldout_batches`, seeded), next
+batches (`keras_gmlp.workflows.pretraining.evaluate_run`, seeded), next
 to the unigram baseline of those targets (`--rescore` does only this, for
 runs already trained). Everything goes into one JSON file.
 
@@ -103,43 +103,16 @@ def rescore(work_dir, names, backend):
         unigram_perplexity)`.
     """
     os.environ["KERAS_BACKEND"] = backend
-    import importlib.util
+    from keras_gmlp.workflows import pretraining
 
-    import keras
-    import keras_hub  # noqa: F401 (the Transformer's classes)
-
-    from keras_gmlp.data import text
-
-    spec = importlib.util.spec_from_file_location("masked_lm", RECIPE)
-    recipe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(recipe)
     scores, unigram = {}, None
     for name in names:
         run_dir = os.path.join(work_dir, name, "run")
-        with open(os.path.join(run_dir, "results.json")) as file:
-            results = json.load(file)
-        args = argparse.Namespace(**results["arguments"])
-        corpus = recipe.make_corpus(args)
-        tokenizer = text.make_tokenizer(
-            text.load_vocabulary(os.path.join(run_dir, "vocabulary.txt")),
-            lowercase=not args.cased,
-        )
-        batch_size = results.get("global_batch_size")
-        batch_size = batch_size or recipe.global_batch_size(args, 1)
-        _, validation = recipe.make_datasets(
-            args, corpus, tokenizer, batch_size
-        )
-        if unigram is None:
-            unigram = recipe.unigram_baseline(
-                args, corpus, tokenizer, validation
-            )
-        model = keras.saving.load_model(os.path.join(run_dir, "last.keras"))
-        metrics = model.evaluate(validation, return_dict=True, verbose=0)
+        metrics = pretraining.evaluate_run(run_dir, unigram=unigram is None)
+        unigram = metrics.get("unigram_perplexity", unigram)
         scores[name] = {
-            "heldout_perplexity": round(float(metrics["perplexity"]), 2),
-            "heldout_masked_accuracy": round(
-                float(metrics["masked_accuracy"]), 4
-            ),
+            "heldout_perplexity": round(metrics["perplexity"], 2),
+            "heldout_masked_accuracy": round(metrics["masked_accuracy"], 4),
         }
         print(name, scores[name], flush=True)
     return scores, unigram

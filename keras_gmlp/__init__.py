@@ -19,6 +19,7 @@ from keras_gmlp.models import GMLPTokenizer
 # The recipes' serializable pieces (schedules, losses and metrics, training
 # layers) register themselves, so their checkpoints load after a plain
 # `import keras_gmlp`.
+from keras_gmlp.models import baselines as _baselines  # noqa: F401
 from keras_gmlp.training import text_metrics as _text_metrics  # noqa: F401
 from keras_gmlp.training import text_models as _text_models  # noqa: F401
 

@@ -1,6 +1,10 @@
-"""tf.data input pipelines (import explicitly: this imports TensorFlow).
+"""tf.data input pipelines (import explicitly: these import TensorFlow).
 
-`from keras_gmlp.data import images` for image classification:
-`images.load_images(name, data_dir)` and `images.batches(...)`;
-`keras_gmlp.data.augment` holds the augmentation.
+Images: `image_sources` (digits, CIFAR files, folders, TFRecords, tfds:
+`load_images(name, data_dir)`), `images` (the batching pipeline:
+`batches(...)`), `augment` (the augmentation).
+Text: `corpus` (streaming and the held-out split: `TextCorpus`),
+`vocabulary` (WordPiece: `train_vocabulary`, `make_tokenizer`),
+`lm_batches` (packing, masking, next-token batches, the unigram baseline),
+`labelled_text` (classification rows from CSV/TSV or tfds, and batches).
 """

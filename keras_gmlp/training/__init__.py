@@ -1,12 +1,20 @@
-"""Training pieces shared by the recipes (they import TensorFlow lazily).
+"""Training pieces shared by the workflows (they import TensorFlow lazily).
 
+Run configuration (`keras_gmlp.training.run_config`):
+    `TrainingConfig` and the jobs' `ImageClassificationConfig`,
+    `PretrainingConfig`, `TextClassificationConfig`; `global_batch_size`,
+    `scaled_learning_rate`, `warmup_steps`.
+Flags (`keras_gmlp.training.arguments`):
+    `common_parser(description, config_class)`, `add_training_arguments`,
+    `set_config_defaults`, `config_from_args(config_class, args)`,
+    argparse types `positive_int`, `probability`...
 Distribution (`keras_gmlp.training.distribution`):
     `get_distribution(name, devices=None)` -> `Distribution` with `.scope()`,
     `.num_replicas`, `.num_processes`, `.prepare_dataset(ds)`, `.is_chief`,
-    `.describe()`; `STRATEGIES`; `split_cpu_for_tests(n)`;
-    `install_multi_worker_workarounds()` (Keras 3.15 multi-worker fixes),
-    `install_jax_multi_process_workarounds()` (chief-only saving under
-    multi-process JAX).
+    `.describe()`; `STRATEGIES`; `split_cpu_for_tests(n)`.
+Keras patches (`keras_gmlp.training.keras_patches`):
+    the Keras 3.15 multi-worker and multi-process fixes, installed only on
+    the Keras versions that need them.
 Schedules (`keras_gmlp.training.schedules`):
     `warmup_cosine(peak, total_steps, warmup_steps)`,
     `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupLinearDecay`.
@@ -19,26 +27,18 @@ Callbacks (`keras_gmlp.training.callbacks`):
     (history.json covering every epoch of a resumed run), best.keras,
     last.keras, TensorBoard; `EpochEndHook(function)`.
 Results (`keras_gmlp.training.results`):
-    `write_results(output_dir, arguments, history, metrics, wall_time,
+    `write_results(output_dir, config, history, metrics, wall_time,
     distribution, counts)` -> results.json; `WallClock(output_dir)`.
-Flags (`keras_gmlp.training.arguments`):
-    `common_parser(description, **defaults)`, `global_batch_size(args, n)`,
-    `scaled_learning_rate(args, batch)`, `warmup_steps(args, total)`,
-    `jit_compile(args)`, argparse types `positive_int`, `probability`...
 Text training (`keras_gmlp.training.text_metrics`, `text_models`):
-    masked-token losses, accuracy and perplexity; the training models of
-    the masked-LM recipe (gMLP and the matched keras-hub BERT).
+    masked-token losses, accuracy and perplexity; the gMLP training models
+    of masked-LM pretraining.
 Set-up (`keras_gmlp.training.setup`):
-    `run_distribution(args)` (`--strategy`, `--split-cpu`),
-    `configure_run(args)` (seed and mixed precision), `fit(...)` the
-    shared fit loop.
+    `run_distribution(strategy, split_cpu)`, `configure_run(seed,
+    mixed_precision)`, `fit(...)` the shared resumable fit loop.
 """
 
 from keras_gmlp.training.arguments import common_parser
-from keras_gmlp.training.arguments import global_batch_size
-from keras_gmlp.training.arguments import jit_compile
-from keras_gmlp.training.arguments import scaled_learning_rate
-from keras_gmlp.training.arguments import warmup_steps
+from keras_gmlp.training.arguments import config_from_args
 from keras_gmlp.training.callbacks import PersistentHistory
 from keras_gmlp.training.callbacks import training_callbacks
 from keras_gmlp.training.distribution import STRATEGIES
@@ -48,6 +48,13 @@ from keras_gmlp.training.distribution import split_cpu_for_tests
 from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import WallClock
 from keras_gmlp.training.results import write_results
+from keras_gmlp.training.run_config import ImageClassificationConfig
+from keras_gmlp.training.run_config import PretrainingConfig
+from keras_gmlp.training.run_config import TextClassificationConfig
+from keras_gmlp.training.run_config import TrainingConfig
+from keras_gmlp.training.run_config import global_batch_size
+from keras_gmlp.training.run_config import scaled_learning_rate
+from keras_gmlp.training.run_config import warmup_steps
 from keras_gmlp.training.schedules import WarmupLinearDecay
 from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.training.schedules import warmup_linear
@@ -57,17 +64,21 @@ from keras_gmlp.training.setup import run_distribution
 
 __all__ = [
     "Distribution",
+    "ImageClassificationConfig",
     "PersistentHistory",
+    "PretrainingConfig",
     "STRATEGIES",
+    "TextClassificationConfig",
+    "TrainingConfig",
     "WallClock",
     "WarmupLinearDecay",
     "adamw",
     "common_parser",
+    "config_from_args",
     "configure_run",
     "fit",
     "get_distribution",
     "global_batch_size",
-    "jit_compile",
     "run_distribution",
     "scaled_learning_rate",
     "split_cpu_for_tests",

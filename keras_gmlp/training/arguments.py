@@ -1,41 +1,65 @@
-"""Command-line flags shared by the recipes; each recipe adds its own."""
+"""Command-line flags: the shared training flags, and flags to configs.
+
+Each job's flags have the names of its run configuration's fields
+(`keras_gmlp.training.run_config`): `--per-replica-batch-size` sets
+`per_replica_batch_size`. `common_parser` (or `add_training_arguments` on a
+sub-command's parser) adds the flags every job shares; the job adds its
+own; `set_config_defaults` makes the config class's field defaults the
+flags' defaults, and `config_from_args` turns the parsed flags into the
+config. Nothing past `config_from_args` sees the argparse namespace.
+"""
 
 import argparse
+import dataclasses
 
 from keras_gmlp.training.distribution import STRATEGIES
 
 
-def common_parser(description, **defaults):
-    """Returns an `ArgumentParser` with the flags every recipe shares.
-
-    Flags: `--epochs`, `--batch-size` (global), `--per-replica-batch-size`,
-    `--learning-rate`, `--learning-rate-batch-size`, `--weight-decay`,
-    `--clipnorm`, `--warmup` (a fraction of the run when < 1, else steps),
-    `--seed`, `--mixed-precision`, `--jit-compile`, `--strategy`,
-    `--split-cpu`, `--output-dir`, `--steps-per-epoch`, `--no-tensorboard`,
-    `--verbose`.
+def common_parser(description, config_class=None):
+    """Returns an `ArgumentParser` with the flags every job shares.
 
     Args:
-        description: str. The recipe's one-line description.
-        **defaults: overrides of the flags' defaults, by destination name
-            (e.g. `learning_rate=1e-3`).
+        description: str. The job's one-line description.
+        config_class: a `TrainingConfig` subclass or `None`. Its field
+            defaults become the flags' defaults; call `set_config_defaults`
+            again after adding the job's own flags.
 
     Returns:
-        An `argparse.ArgumentParser`; add the recipe's own flags to it.
+        An `argparse.ArgumentParser`; add the job's own flags to it.
 
     Example:
 
     >>> from keras_gmlp.training.arguments import common_parser
-    >>> parser = common_parser("Train gMLP.", epochs=300)
-    >>> _ = parser.add_argument("--preset")
-    >>> args = parser.parse_args(["--preset", "gmlp_tiny"])
-    >>> args.epochs, args.preset
-    (300, 'gmlp_tiny')
+    >>> from keras_gmlp.training.arguments import config_from_args
+    >>> from keras_gmlp.training.run_config import TrainingConfig
+    >>> parser = common_parser("Train gMLP.", TrainingConfig)
+    >>> args = parser.parse_args(["--epochs", "2"])
+    >>> config_from_args(TrainingConfig, args).epochs
+    2
     """
     parser = argparse.ArgumentParser(
         description=description,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
+    add_training_arguments(parser)
+    if config_class is not None:
+        set_config_defaults(parser, config_class)
+    return parser
+
+
+def add_training_arguments(parser):
+    """Adds the shared training flags to `parser`, in a "training" group.
+
+    Flags: `--epochs`, `--batch-size` (global), `--per-replica-batch-size`,
+    `--learning-rate`, `--learning-rate-batch-size`, `--weight-decay`,
+    `--clipnorm`, `--warmup` (a fraction of the run when < 1, else steps),
+    `--seed`, `--mixed-precision`, `--jit-compile`, `--strategy`,
+    `--split-cpu`, `--output-dir`, `--steps-per-epoch`,
+    `--tensorboard/--no-tensorboard`, `--verbose`.
+
+    Args:
+        parser: `argparse.ArgumentParser`.
+    """
     group = parser.add_argument_group("training")
     group.add_argument("--epochs", type=positive_int, default=10)
     group.add_argument(
@@ -102,44 +126,62 @@ def common_parser(description, **defaults):
         "for trying strategies without accelerators.",
     )
     group.add_argument("--output-dir", default="runs/latest")
-    group.add_argument("--no-tensorboard", action="store_true")
+    group.add_argument(
+        "--tensorboard",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="Write TensorBoard logs.",
+    )
     group.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1)
-    parser.set_defaults(**defaults)
     return parser
 
 
-def global_batch_size(args, num_replicas):
-    """The global batch: `--batch-size`, else per-replica times replicas.
+def set_config_defaults(parser, config_class):
+    """Makes the fields' defaults of `config_class` the flags' defaults.
+
+    Args:
+        parser: `argparse.ArgumentParser` whose flags are named after the
+            fields.
+        config_class: a dataclass, such as `ImageClassificationConfig`.
+    """
+    parser.set_defaults(
+        **{
+            field.name: field.default
+            for field in dataclasses.fields(config_class)
+        }
+    )
+
+
+def config_from_args(config_class, args):
+    """Builds a run configuration from parsed flags.
+
+    Args:
+        config_class: a dataclass, such as `ImageClassificationConfig`.
+        args: `argparse.Namespace` with a value for every field.
+
+    Returns:
+        A `config_class` instance.
 
     Raises:
-        ValueError: when `--batch-size` is not divisible by the replicas.
+        ValueError: when a field has no flag (a bug in the job's parser).
     """
-    if args.batch_size is None:
-        return args.per_replica_batch_size * num_replicas
-    if args.batch_size % num_replicas:
+    values = vars(args)
+    missing = [
+        field.name
+        for field in dataclasses.fields(config_class)
+        if field.name not in values
+    ]
+    if missing:
         raise ValueError(
-            f"--batch-size {args.batch_size} is not divisible by the "
-            f"{num_replicas} replicas."
+            f"The flags give no value for the {config_class.__name__} "
+            f"fields {missing}; expected a flag per field."
         )
-    return args.batch_size
-
-
-def scaled_learning_rate(args, batch_size):
-    """`--learning-rate` scaled linearly from its reference batch size."""
-    reference = args.learning_rate_batch_size or args.per_replica_batch_size
-    return args.learning_rate * batch_size / reference
-
-
-def warmup_steps(args, total_steps):
-    """`--warmup` as a step count (fractions are of `total_steps`)."""
-    if args.warmup < 1:
-        return int(round(args.warmup * total_steps))
-    return min(int(args.warmup), total_steps)
-
-
-def jit_compile(args):
-    """`--jit-compile` as the value `model.compile` takes."""
-    return {"auto": "auto", "true": True, "false": False}[args.jit_compile]
+    return config_class(
+        **{
+            field.name: values[field.name]
+            for field in dataclasses.fields(config_class)
+        }
+    )
 
 
 def positive_int(text):

@@ -32,7 +32,7 @@ and history in `output_dir/workers/<index>/`. Two processes on one machine:
         python recipes/image_classification.py --output-dir runs/mp &
     # the same with KERAS_DISTRIBUTION_PROCESS_ID=1
 
-`install_jax_multi_process_workarounds` patches the Keras 3.15 bug that
+`keras_gmlp.training.keras_patches` patches the Keras 3.15 bug that
 otherwise stops such a run at its first checkpoint.
 
 The PyTorch backend trains on one device: Keras 3 `model.fit` has no torch
@@ -45,6 +45,11 @@ import json
 import os
 
 import keras
+
+from keras_gmlp.training.keras_patches import (
+    install_jax_multi_process_workarounds,
+)
+from keras_gmlp.training.keras_patches import install_multi_worker_workarounds
 
 STRATEGIES = (
     "auto",
@@ -376,113 +381,3 @@ def split_cpu_for_tests(num_devices=2):
     raise ValueError(
         f"The {backend} backend trains on one device; nothing to split."
     )
-
-
-_WORKAROUNDS_INSTALLED = False
-
-
-def install_multi_worker_workarounds():
-    """Patches two Keras 3.15 bugs of `model.fit` under multi-worker TF.
-
-    1. `TensorFlowTrainer._maybe_symbolic_build` calls `strategy.reduce` on
-       a `PerReplica` data batch to build the model symbolically, which
-       `MultiWorkerMirroredStrategy` rejects ("unsupported type
-       PerReplica"). The patch builds from the first local replica's batch,
-       which has the same structure and shapes.
-    2. `reduce_per_replica` reduces the scalar metric results of
-       multi-worker training with `axis=0` ("Invalid reduction dimension 0",
-       tensorflow/tensorflow#72388). The patch reduces them with
-       `axis=None`, a plain mean over replicas.
-
-    Both patches act only under a multi-worker collective strategy and
-    leave every other path unchanged. Installing twice is a no-op.
-    """
-    global _WORKAROUNDS_INSTALLED
-    if _WORKAROUNDS_INSTALLED:
-        return
-    import tensorflow as tf
-    from keras.src.backend.tensorflow import trainer as tf_trainer
-
-    original_build = tf_trainer.TensorFlowTrainer._maybe_symbolic_build
-    original_reduce = tf_trainer.reduce_per_replica
-
-    def maybe_symbolic_build(self, iterator=None, data_batch=None):
-        strategy = self._distribute_strategy
-        if iterator is None or not _is_multi_worker(strategy):
-            return original_build(self, iterator, data_batch)
-        for _, _, batches in iterator:
-            batch = next(batches)
-            data_batch = tf.nest.map_structure(
-                lambda value: (
-                    strategy.experimental_local_results(value)[0]
-                    if isinstance(value, tf.distribute.DistributedValues)
-                    else value
-                ),
-                batch,
-            )
-            break
-        with strategy.scope():
-            self._symbolic_build(data_batch=data_batch)
-
-    def reduce_per_replica(values, strategy, reduction):
-        if not _is_multi_worker(strategy) or reduction not in ("auto", "mean"):
-            return original_reduce(values, strategy, reduction)
-        return tf.nest.map_structure(
-            lambda value: strategy.reduce("MEAN", value, axis=None), values
-        )
-
-    tf_trainer.TensorFlowTrainer._maybe_symbolic_build = maybe_symbolic_build
-    tf_trainer.reduce_per_replica = reduce_per_replica
-    _WORKAROUNDS_INSTALLED = True
-
-
-def _is_multi_worker(strategy):
-    import tensorflow as tf
-
-    return (
-        isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        and strategy.extended._in_multi_worker_mode()
-    )
-
-
-_JAX_WORKAROUNDS_INSTALLED = False
-
-
-def install_jax_multi_process_workarounds():
-    """Patches a Keras 3.15 bug of chief-only saving under multi-process JAX.
-
-    To list the attributes it skips, Keras' saving builds reference objects
-    once per type (`saving_lib.get_attr_skipset`), among them an
-    `Optimizer(1.0)` with two variables. Under a multi-process
-    `DataParallel` those variables are laid out on every process's devices,
-    and JAX's `device_put` onto devices of other processes is a collective
-    (it checks that every process passes the same value). Only the chief
-    saves `best.keras`, `last.keras` and `model.keras`, so the chief waits
-    in a collective that the other processes never join, or meets one of
-    theirs (AssertionError "passed to device_put is not the same on each
-    process"). The patch builds the reference objects with no distribution
-    set: local variables, no collective. Saving itself only reads the
-    replicated weights, which every process holds whole.
-
-    Installing twice is a no-op.
-    """
-    global _JAX_WORKAROUNDS_INSTALLED
-    if _JAX_WORKAROUNDS_INSTALLED:
-        return
-    from keras.src.distribution import distribution_lib
-    from keras.src.saving import saving_lib
-
-    original_skipset = saving_lib.get_attr_skipset
-
-    def get_attr_skipset(obj_type):
-        current = distribution_lib.distribution()
-        if current is None:
-            return original_skipset(obj_type)
-        distribution_lib.set_distribution(None)
-        try:
-            return original_skipset(obj_type)
-        finally:
-            distribution_lib.set_distribution(current)
-
-    saving_lib.get_attr_skipset = get_attr_skipset
-    _JAX_WORKAROUNDS_INSTALLED = True

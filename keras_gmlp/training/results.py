@@ -1,5 +1,6 @@
 """The `results.json` of a run: what ran, where, how long and how well."""
 
+import dataclasses
 import json
 import os
 import platform
@@ -26,7 +27,9 @@ def write_results(
 
     Args:
         output_dir: str. The run's folder.
-        arguments: dict or `argparse.Namespace`. The run's arguments.
+        arguments: dict or dataclass. The run's configuration (a
+            `keras_gmlp.training.run_config` object), recorded as
+            `"arguments"`.
         history: dict. `{metric: [value per epoch]}` of the whole run.
         metrics: dict. Final metrics, e.g. `{"val_accuracy": 0.98}`.
         wall_time: float. Seconds of this process's training (a resumed run
@@ -40,8 +43,13 @@ def write_results(
     Returns:
         The dict written.
     """
+    if dataclasses.is_dataclass(arguments):
+        arguments = dataclasses.asdict(arguments)
     if not isinstance(arguments, dict):
-        arguments = vars(arguments)
+        raise ValueError(
+            f"Received arguments of type {type(arguments).__name__}; "
+            "expected a dict or a run configuration (dataclass)."
+        )
     epochs = len(next(iter(history.values()), []))
     results = {
         "arguments": _jsonable(arguments),

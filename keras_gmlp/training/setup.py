@@ -1,4 +1,4 @@
-"""The shared start and fit loop of the recipes."""
+"""The shared start and fit loop of the training jobs."""
 
 import os
 import warnings
@@ -13,34 +13,40 @@ from keras_gmlp.training.distribution import split_cpu_for_tests
 from keras_gmlp.training.results import WallClock
 
 
-def run_distribution(args):
-    """The distribution `--strategy` and `--split-cpu` ask for.
+def run_distribution(strategy="auto", split_cpu=None):
+    """The distribution of a run: a strategy, maybe on a split CPU.
 
     Call it first: TensorFlow's multi-worker set-up and logical devices
     must come before TensorFlow runs anything.
 
     Args:
-        args: `argparse.Namespace` with `strategy` and `split_cpu`.
+        strategy: str. One of `keras_gmlp.training.STRATEGIES`. Defaults
+            to `"auto"`.
+        split_cpu: int or `None`. Split the host CPU into this many devices
+            (`split_cpu_for_tests`) and distribute over them. Defaults to
+            `None`.
 
     Returns:
         A `keras_gmlp.training.Distribution`.
     """
     devices = None
-    if args.split_cpu:
-        devices = split_cpu_for_tests(args.split_cpu)
-    return get_distribution(args.strategy, devices)
+    if split_cpu:
+        devices = split_cpu_for_tests(split_cpu)
+    return get_distribution(strategy, devices)
 
 
-def configure_run(args):
+def configure_run(seed=0, mixed_precision="none"):
     """Seeds every random generator and sets the dtype policy.
 
     Args:
-        args: `argparse.Namespace` with `seed` and `mixed_precision`
-            (`"none"`, `"mixed_float16"` or `"mixed_bfloat16"`).
+        seed: int. Seed of Python's, numpy's and the backend's generators.
+            Defaults to `0`.
+        mixed_precision: str. `"none"`, `"mixed_float16"` or
+            `"mixed_bfloat16"`. Defaults to `"none"`.
     """
-    keras.utils.set_random_seed(args.seed)
-    policy = args.mixed_precision
-    keras.config.set_dtype_policy("float32" if policy == "none" else policy)
+    keras.utils.set_random_seed(seed)
+    policy = "float32" if mixed_precision == "none" else mixed_precision
+    keras.config.set_dtype_policy(policy)
 
 
 def fit(
@@ -58,7 +64,7 @@ def fit(
     verbose=1,
     endless_stream=False,
 ):
-    """Trains `model` with the recipes' callbacks; resumes a killed run.
+    """Trains `model` with the standard callbacks; resumes a killed run.
 
     Started again with the same `output_dir` after an interruption (even
     `kill -9`), it continues from the last completed epoch, and the

@@ -7,6 +7,7 @@ exponential of that mean, accumulated over a whole evaluation.
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 
@@ -82,3 +83,29 @@ def language_model_metrics(prefix="masked"):
         keras.metrics.SparseCategoricalAccuracy(name=f"{prefix}_accuracy"),
         Perplexity(name="perplexity"),
     ]
+
+
+def binary_f1(labels, predictions):
+    """F1 score of class 1 from integer labels and predictions.
+
+    Args:
+        labels: int array-like `(examples,)` of 0 and 1.
+        predictions: int array-like `(examples,)` of 0 and 1.
+
+    Returns:
+        float; 0 when no example of class 1 is predicted correctly.
+
+    Example:
+
+    >>> from keras_gmlp.training.text_metrics import binary_f1
+    >>> binary_f1([1, 1, 0, 0], [1, 0, 1, 0])
+    0.5
+    """
+    labels = np.asarray(labels)
+    predictions = np.asarray(predictions)
+    true_positive = np.sum((predictions == 1) & (labels == 1))
+    if true_positive == 0:
+        return 0.0
+    precision = true_positive / np.sum(predictions == 1)
+    recall = true_positive / np.sum(labels == 1)
+    return float(2 * precision * recall / (precision + recall))

@@ -12,8 +12,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
-from keras_gmlp.data import images
-from recipes import image_classification
+from keras_gmlp import cli
+from keras_gmlp.data import image_sources
+from keras_gmlp.data.image_sources import DataError
+from keras_gmlp.workflows import image_classification
 
 BACKEND = keras.config.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
@@ -59,10 +61,16 @@ def read_results(output_dir):
         return json.load(file)
 
 
-def test_digits_run_writes_every_output(tmp_path):
+def train(argv, callbacks=None):
+    """Runs the job in this process, as the recipe and the CLI do."""
+    config = image_classification.config_from_argv(argv)
+    return image_classification.run(config, callbacks=callbacks)
+
+
+def test_digits_run_writes_every_output(tmp_path, capsys):
     output_dir = tmp_path / "run"
-    results = image_classification.main(tiny_digits(output_dir))
-    assert results == read_results(output_dir)
+    assert cli.main(["train-image-classifier", *tiny_digits(output_dir)]) == 0
+    results = read_results(output_dir)
     assert results["backend"] == BACKEND
     assert results["epochs"] == 2 and results["device_count"] >= 1
     assert 0 <= results["metrics"]["val_accuracy"] <= 1
@@ -94,6 +102,45 @@ def test_digits_run_writes_every_output(tmp_path):
     served = loaded.serve(tf.constant(pixels))
     np.testing.assert_allclose(served.numpy(), expected, atol=2e-5)
 
+    # The preset folder: keras-hub's generic class finds the gMLP task, and
+    # its preprocessor takes the raw uint8 images.
+    import keras_hub
+
+    task = keras_hub.models.ImageClassifier.from_preset(
+        str(output_dir / "preset")
+    )
+    assert type(task).__name__ == "GMLPImageClassifier"
+    logits = task.predict(pixels, verbose=0)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(keras.ops.softmax(logits)),
+        expected,
+        atol=2e-5,
+    )
+
+    # The run through the other commands: scored again as in training,
+    # an image file classified as the held-out images are, re-exported.
+    capsys.readouterr()
+    cli.main(["evaluate", str(output_dir)])
+    scores = json.loads(capsys.readouterr().out)
+    assert scores["accuracy"] == pytest.approx(
+        results["metrics"]["val_accuracy"], abs=1e-6
+    )
+    image = pixels[0]
+    path = tmp_path / "digit.png"
+    path.write_bytes(tf.io.encode_png(image).numpy())
+    cli.main(["predict", str(output_dir), "--image", str(path)])
+    top = json.loads(capsys.readouterr().out)
+    assert [entry["label"] for entry in top] == [
+        str(i) for i in np.argsort(-expected[0], kind="stable")[:5]
+    ]
+    assert top[0]["probability"] == pytest.approx(expected[0].max(), 1e-5)
+    cli.main(["export", str(output_dir), str(tmp_path / "again")])
+    # Keep the loaded object: its variables go with it.
+    again = tf.saved_model.load(str(tmp_path / "again"))
+    np.testing.assert_allclose(
+        again.serve(tf.constant(pixels)).numpy(), expected, atol=2e-5
+    )
+
 
 def test_killed_run_resumes_from_its_last_epoch(tmp_path):
     output_dir = tmp_path / "run"
@@ -104,12 +151,12 @@ def test_killed_run_resumes_from_its_last_epoch(tmp_path):
         "import os, signal, sys, keras\n"
         f"sys.argv[0] = {RECIPE!r}\n"
         f"sys.path.insert(0, {ROOT!r})\n"
-        "from recipes import image_classification as recipe\n"
+        "from keras_gmlp.workflows import image_classification as job\n"
         "class Kill(keras.callbacks.Callback):\n"
         "    def on_epoch_end(self, epoch, logs=None):\n"
         "        if epoch == 1:\n"
         "            os.kill(os.getpid(), signal.SIGKILL)\n"
-        f"recipe.main({argv!r}, callbacks=[Kill()])\n"
+        f"job.run(job.config_from_argv({argv!r}), callbacks=[Kill()])\n"
     )
     process = subprocess.run(
         [sys.executable, "-c", killer], capture_output=True, timeout=600
@@ -153,7 +200,7 @@ def test_folder_run_counts_corrupt_images(tmp_path):
         "--no-export", "--no-plots", "--no-tensorboard",
         *TINY,
     ]  # fmt: skip
-    results = image_classification.main(argv)
+    results = train(argv)
     assert results["counts"]["skipped_records"] == {
         "train": 1,
         "validation": 1,
@@ -177,7 +224,7 @@ def test_tfds_cifar10_run_with_the_paper_recipe(tmp_path):
         *TINY,
     ]  # fmt: skip
     with tfds.testing.mock_data(num_examples=16):
-        results = image_classification.main(argv)
+        results = train(argv)
     assert results["model_config"]["preset"] == "gmlp_s4_32"
     assert results["model_config"]["num_layers"] == 1
     assert results["arguments"]["mixup"] == 0.8
@@ -195,7 +242,7 @@ def test_tfds_cifar10_run_with_the_paper_recipe(tmp_path):
             "height 10 is not divisible by patch size 4",
         ),
         (["--preset", "gmlp_base"], ValueError, "'gmlp_base' is a text"),
-        (["--batch-size", "4096"], images.DataError, "fewer than one batch"),
+        (["--batch-size", "4096"], DataError, "fewer than one batch"),
     ],
 )
 def test_bad_inputs_name_the_value(tmp_path, argv, error, match):
@@ -208,28 +255,26 @@ def test_bad_inputs_name_the_value(tmp_path, argv, error, match):
         "0",
     ]
     with pytest.raises(error, match=match):
-        image_classification.main(base + argv)
+        train(base + argv)
 
 
 def test_bad_flag_values_are_rejected(capsys):
     with pytest.raises(SystemExit):
-        image_classification.main(["--epochs", "0"])
+        cli.main(["train-image-classifier", "--epochs", "0"])
     assert "expected an integer >= 1, got 0" in capsys.readouterr().err
 
 
 def test_missing_cifar_files_offline_fail_fast(tmp_path, monkeypatch):
-    monkeypatch.setattr(images, "_reachable", lambda host: False)
+    monkeypatch.setattr(image_sources, "_reachable", lambda host: False)
     argv = ["--dataset", "cifar10", "--data-dir", str(tmp_path)]
-    with pytest.raises(images.DataError, match="downloads/manual"):
-        image_classification.main(argv + ["--output-dir", str(tmp_path)])
+    with pytest.raises(DataError, match="downloads/manual"):
+        train(argv + ["--output-dir", str(tmp_path)])
 
 
 @pytest.mark.skipif(BACKEND != "torch", reason="torch only")
 def test_torch_states_plainly_what_it_supports(tmp_path):
     with pytest.raises(ValueError, match="PyTorch backend trains on one"):
-        image_classification.main(
-            tiny_digits(tmp_path, "--strategy", "mirrored")
-        )
+        train(tiny_digits(tmp_path, "--strategy", "mirrored"))
 
 
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
@@ -362,7 +407,7 @@ def test_mixed_precision_run_has_float32_outputs(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
     argv += ["--mixed-precision", "mixed_bfloat16", "--no-tensorboard"]
-    results = image_classification.main(argv)
+    results = train(argv)
     assert results["arguments"]["mixed_precision"] == "mixed_bfloat16"
     model = keras.saving.load_model(output_dir / "model.keras")
     assert model.get_layer("block_0").compute_dtype == "bfloat16"

@@ -107,26 +107,6 @@ def test_two_workers_on_localhost_train_identically(tmp_path):
     assert len(results[0]["loss"]) == 2
 
 
-@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow only")
-def test_multi_worker_workarounds_patch_keras_once():
-    from keras.src.backend.tensorflow import trainer
-
-    from keras_gmlp.training.distribution import (
-        install_multi_worker_workarounds,
-    )
-
-    install_multi_worker_workarounds()
-    patched = trainer.reduce_per_replica
-    install_multi_worker_workarounds()
-    assert trainer.reduce_per_replica is patched
-    # Outside multi-worker training the original reduction is used.
-    import tensorflow as tf
-
-    strategy = tf.distribute.get_strategy()
-    value = tf.constant([1.0, 3.0])
-    assert patched(value, strategy, "auto") is value
-
-
 @pytest.mark.skipif(BACKEND != "jax", reason="jax only")
 def test_jax_fit_feeds_each_process_its_part_of_every_batch():
     # What the recipes rely on across JAX processes: model.fit's tf.data
@@ -154,39 +134,6 @@ def test_jax_fit_feeds_each_process_its_part_of_every_batch():
         np.testing.assert_array_equal(
             np.concatenate([first, second]), batch.numpy()
         )
-
-
-@pytest.mark.skipif(BACKEND != "jax", reason="jax only")
-def test_jax_multi_process_workarounds_patch_keras_once(monkeypatch):
-    from keras.src.backend.common import global_state
-    from keras.src.optimizers import optimizer
-    from keras.src.saving import saving_lib
-
-    from keras_gmlp.training.distribution import (
-        install_jax_multi_process_workarounds,
-    )
-
-    install_jax_multi_process_workarounds()
-    patched = saving_lib.get_attr_skipset
-    install_jax_multi_process_workarounds()
-    assert saving_lib.get_attr_skipset is patched
-    # Saving's reference optimizer is built with no distribution set (no
-    # cross-process variables), and the distribution in force comes back.
-    seen = []
-
-    class Reference(optimizer.Optimizer):
-        def __init__(self, *args, **kwargs):
-            seen.append(keras.distribution.distribution())
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(optimizer, "Optimizer", Reference)
-    global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
-    distribution = keras.distribution.DataParallel()
-    with distribution.scope():
-        assert "variables" not in patched("Optimizer")
-        assert keras.distribution.distribution() is distribution
-    assert seen == [None]
-    global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
 
 
 @pytest.mark.large

@@ -1,0 +1,276 @@
+"""The `keras-gmlp` command: train, evaluate, use and inspect gMLP models.
+
+    keras-gmlp train-image-classifier --dataset digits --output-dir runs/d
+    keras-gmlp pretrain --text-files "corpus/*.txt" --output-dir runs/lm
+    keras-gmlp finetune --pretrained runs/lm --train-file train.csv \\
+        --validation-file valid.csv --output-dir runs/clf
+    keras-gmlp evaluate runs/d
+    keras-gmlp predict runs/d --image seven.png
+    keras-gmlp predict runs/clf --text "a sentence to classify"
+    keras-gmlp fill-mask runs/lm "the [MASK] sat on the mat"
+    keras-gmlp generate runs/causal "the list" --max-new-tokens 20
+    keras-gmlp export runs/d runs/d/exported
+    keras-gmlp info gmlp_s16_224
+
+Each training sub-command parses its flags into the job's run
+configuration (`keras_gmlp.training.run_config`) and calls the job's
+workflow (`keras_gmlp.workflows`); `python -m keras_gmlp.cli` is the same
+command. The backend is Keras': `KERAS_BACKEND=jax keras-gmlp ...`.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+TRAINING_COMMANDS = {
+    "train-image-classifier": "image_classification",
+    "pretrain": "pretraining",
+    "finetune": "text_classification",
+}
+TRAINING_HELP = {
+    "train-image-classifier": "Train a gMLP image classifier (digits, "
+    "CIFAR, ImageNet, image folders).",
+    "pretrain": "Pretrain a masked (or causal) gMLP/aMLP language model, or "
+    "a matched Transformer.",
+    "finetune": "Fine-tune a pretrained gMLP (or train one) to classify text.",
+}
+
+
+def build_parser():
+    """The `keras-gmlp` parser with one sub-parser per command."""
+    from keras_gmlp import __version__
+    from keras_gmlp import workflows
+    from keras_gmlp.training.arguments import positive_int
+
+    parser = argparse.ArgumentParser(
+        prog="keras-gmlp",
+        description="gMLP and aMLP (Pay Attention to MLPs, arXiv "
+        "2105.08050) for Keras 3: train, evaluate, use and inspect models. "
+        "The backend is Keras' (KERAS_BACKEND=tensorflow|jax|torch).",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"keras-gmlp {__version__}"
+    )
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True
+    )
+    formatter = argparse.ArgumentDefaultsHelpFormatter
+    for name, module in TRAINING_COMMANDS.items():
+        workflow = getattr(workflows, module)
+        sub = commands.add_parser(
+            name,
+            help=TRAINING_HELP[name],
+            description=workflow.DESCRIPTION,
+            formatter_class=formatter,
+        )
+        workflow.add_arguments(sub)
+        sub.set_defaults(handler=_train, module=module)
+
+    sub = commands.add_parser(
+        "evaluate",
+        help="Score a finished run's model on its held-out data again.",
+        description="Scores a training run's model on its held-out data "
+        "again: an image run's model.keras, a pretraining run's last.keras "
+        "(the same seeded masks as in training), a text classification "
+        "run's best.keras. Prints the metrics as JSON.",
+        formatter_class=formatter,
+    )
+    sub.add_argument("run_dir", help="The --output-dir of a training run.")
+    sub.set_defaults(handler=_evaluate)
+
+    sub = commands.add_parser(
+        "predict",
+        help="Classify an image file or a sentence with a run's model.",
+        description="Classifies an image file (image classification run) "
+        "or a text (text classification run) with the run's preset (its "
+        "task and preprocessor). Prints the top classes and their "
+        "probabilities as JSON.",
+        formatter_class=formatter,
+    )
+    sub.add_argument("run_dir", help="The --output-dir of a training run.")
+    inputs = sub.add_mutually_exclusive_group(required=True)
+    inputs.add_argument("--image", help="An image file (JPEG, PNG, ...).")
+    inputs.add_argument("--text", help="A text to classify.")
+    sub.add_argument("--text-b", help="The second text of a sentence pair.")
+    sub.add_argument("--top-k", type=positive_int, default=5)
+    sub.set_defaults(handler=_predict)
+
+    sub = commands.add_parser(
+        "fill-mask",
+        help="Fill in the [MASK] blanks of a sentence (masked-LM run).",
+        description="Prints the most likely tokens for each [MASK] of a "
+        "sentence, with their probabilities, from the preset of a masked-LM "
+        "pretraining run.",
+        formatter_class=formatter,
+    )
+    sub.add_argument("run_dir", help="The --output-dir of a pretrain run.")
+    sub.add_argument("text", help='e.g. "the [MASK] sat on the mat".')
+    sub.add_argument("--top-k", type=positive_int, default=5)
+    sub.set_defaults(handler=_fill_mask)
+
+    sub = commands.add_parser(
+        "generate",
+        help="Continue a prompt with a causal gMLP run.",
+        description="Continues a prompt with the preset of a causal "
+        "pretraining run (pretrain --objective causal): GMLPCausalLM."
+        "generate with keras-hub's greedy or top-k sampler, up to [SEP] or "
+        "--max-new-tokens.",
+        formatter_class=formatter,
+    )
+    sub.add_argument("run_dir", help="The --output-dir of a causal run.")
+    sub.add_argument("prompt", help="The start of the text.")
+    sub.add_argument("--max-new-tokens", type=positive_int, default=20)
+    sub.add_argument(
+        "--strategy", choices=("greedy", "top_k"), default="greedy"
+    )
+    sub.add_argument("--top-k", type=positive_int, default=10)
+    sub.add_argument("--temperature", type=float, default=1.0)
+    sub.add_argument("--seed", type=int, default=None)
+    sub.set_defaults(handler=_generate)
+
+    sub = commands.add_parser(
+        "export",
+        help="Export a run's model (or a .keras file) as a SavedModel.",
+        description="Writes a TensorFlow SavedModel with the preprocessing "
+        "inside, from any backend: an image run's model takes uint8 "
+        "images, a text classification run's takes token ids of its "
+        "sequence length; both give probabilities. A .keras file is "
+        "exported as it is (with --activation on its outputs).",
+        formatter_class=formatter,
+    )
+    sub.add_argument("model", help="A run's --output-dir or a .keras file.")
+    sub.add_argument("export_dir", help="The SavedModel folder to write.")
+    sub.add_argument(
+        "--activation",
+        choices=("softmax", "none"),
+        default="softmax",
+        help="Output activation of a .keras file's export.",
+    )
+    sub.set_defaults(handler=_export)
+
+    sub = commands.add_parser(
+        "info",
+        help="A preset's or a saved model's configuration and size.",
+        description="Prints, as JSON, the configuration and parameter "
+        "count of a preset (a name of keras_gmlp.PRESETS or a saved preset "
+        "folder), a run or a .keras file, and the backend. Without an "
+        "argument, lists the named presets.",
+        formatter_class=formatter,
+    )
+    sub.add_argument(
+        "name",
+        nargs="?",
+        help="A preset name or folder, a run's --output-dir or a .keras file.",
+    )
+    sub.set_defaults(handler=_info)
+    return parser
+
+
+def main(argv=None):
+    """Runs `keras-gmlp`; returns the exit status (0).
+
+    Args:
+        argv: list of str or `None`. The arguments after the program
+            name. Defaults to `sys.argv[1:]`.
+    """
+    # PyTorch's OpenMP threads spin while they wait; beside tf.data's
+    # threads on a CPU host that made the torch backend's training steps
+    # 30 times slower (2 cores). Passive waiting avoids it; it must be set
+    # before torch is imported, and the environment's own value wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    args = build_parser().parse_args(argv)
+    args.handler(args)
+    return 0
+
+
+def _train(args):
+    from keras_gmlp import workflows
+    from keras_gmlp.training.arguments import config_from_args
+
+    workflow = getattr(workflows, args.module)
+    config = config_from_args(workflow.CONFIG_CLASS, args)
+    workflow.run(config)
+
+
+def _evaluate(args):
+    from keras_gmlp import workflows
+    from keras_gmlp.workflows import run_folder
+
+    job = run_folder.read_run_config(args.run_dir)["job"]
+    metrics = getattr(workflows, job).evaluate_run(args.run_dir)
+    _print_json(metrics)
+
+
+def _predict(args):
+    from keras_gmlp.workflows import image_classification
+    from keras_gmlp.workflows import run_folder
+    from keras_gmlp.workflows import text_classification
+
+    job = run_folder.read_run_config(args.run_dir)["job"]
+    expected = "image_classification" if args.image else "text_classification"
+    if job != expected:
+        flag = "--image" if args.image else "--text"
+        raise SystemExit(
+            f"keras-gmlp predict: {args.run_dir!r} holds a {job} run; "
+            f"{flag} needs an {expected} run."
+        )
+    if args.image:
+        result = image_classification.predict_image(
+            args.run_dir, args.image, args.top_k
+        )
+    else:
+        result = text_classification.classify_text(
+            args.run_dir, args.text, args.text_b, args.top_k
+        )
+    _print_json([{"label": k, "probability": p} for k, p in result])
+
+
+def _fill_mask(args):
+    from keras_gmlp.workflows import pretraining
+
+    fillers = pretraining.fill_in_the_blank(args.run_dir, args.text, args.top_k)
+    _print_json(
+        [
+            [{"token": t, "probability": p} for t, p in blank]
+            for blank in fillers
+        ]
+    )
+
+
+def _generate(args):
+    from keras_gmlp.workflows import pretraining
+
+    print(
+        pretraining.generate_text(
+            args.run_dir,
+            args.prompt,
+            max_new_tokens=args.max_new_tokens,
+            strategy=args.strategy,
+            top_k=args.top_k,
+            temperature=args.temperature,
+            seed=args.seed,
+        )
+    )
+
+
+def _export(args):
+    from keras_gmlp.workflows import inspection
+
+    activation = None if args.activation == "none" else args.activation
+    path = inspection.export(args.model, args.export_dir, activation)
+    print(path)
+
+
+def _info(args):
+    from keras_gmlp.workflows import inspection
+
+    _print_json(inspection.info(args.name))
+
+
+def _print_json(value):
+    print(json.dumps(value, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,477 @@
+"""Image classification: flags -> config -> data -> model -> fit -> outputs.
+
+`keras-gmlp train-image-classifier` (and `recipes/image_classification.py`)
+run `run(config)`: the dataset (`keras_gmlp.data.image_sources`), its
+batches and augmentation (`keras_gmlp.data.images`), a `GMLPImageClassifier`
+of the preset and overrides, AdamW with warmup and cosine decay, the
+resumable fit (`keras_gmlp.training.fit`), then `model.keras`, a preset
+folder (`preset/`, for `GMLPImageClassifier.from_preset`), a SavedModel
+taking uint8 images, plots and `results.json` (with each block's spatial
+locality). The task's preprocessor (`GMLPImageConverter`: resize, then
+[0, 255] -> [-1, 1]) scales the training and held-out batches inside
+`fit`, as it does in `predict` and in the SavedModel. `evaluate_run` scores
+a finished run again; `predict_image` classifies an image file.
+"""
+
+import argparse
+import os
+
+import keras
+
+from keras_gmlp import models
+from keras_gmlp.training import arguments
+from keras_gmlp.training.callbacks import EpochEndHook
+from keras_gmlp.training.optimizers import adamw
+from keras_gmlp.training.results import write_results
+from keras_gmlp.training.run_config import ImageClassificationConfig
+from keras_gmlp.training.schedules import warmup_cosine
+from keras_gmlp.training.setup import configure_run
+from keras_gmlp.training.setup import fit
+from keras_gmlp.training.setup import run_distribution
+from keras_gmlp.workflows import predictions
+from keras_gmlp.workflows import run_folder
+
+CONFIG_CLASS = ImageClassificationConfig
+JOB = "image_classification"
+DESCRIPTION = (
+    "Train a gMLP image classifier (Liu et al. 2021, arXiv 2105.08050)."
+)
+DATASET_DEFAULT = "default: the dataset's"
+MODEL_FILES = ("model.keras", "best.keras", "last.keras")
+PRESET_DIR = "preset"
+
+
+def add_arguments(parser):
+    """Adds the job's flags (shared training flags included) to `parser`."""
+    arguments.add_training_arguments(parser)
+    positive_int = arguments.positive_int
+    probability = arguments.probability
+    data = parser.add_argument_group("data")
+    data.add_argument(
+        "--dataset",
+        help="digits | cifar10 | cifar100 | imagenet2012 | folder:PATH",
+    )
+    data.add_argument(
+        "--data-dir",
+        help="Local files in their native format, or the tensorflow-"
+        "datasets data folder.",
+    )
+    data.add_argument(
+        "--label-offset",
+        type=int,
+        help="Subtracted from TFRecord labels (default 1 for ImageNet).",
+    )
+    model = parser.add_argument_group(
+        "model (override the preset; unset: the dataset's)"
+    )
+    model.add_argument(
+        "--preset", help="An image preset of keras_gmlp.PRESETS."
+    )
+    model.add_argument("--image-size", type=positive_int)
+    model.add_argument("--patch-size", type=positive_int)
+    model.add_argument("--num-layers", type=positive_int)
+    model.add_argument("--hidden-dim", type=positive_int)
+    model.add_argument("--ffn-dim", type=positive_int)
+    model.add_argument(
+        "--attention-dim", type=positive_int, help="Tiny attention (aMLP)."
+    )
+    model.add_argument("--spatial", choices=("dense", "toeplitz"))
+    model.add_argument("--drop-path-rate", type=probability)
+    model.add_argument("--dropout", type=probability)
+    augment = parser.add_argument_group(
+        "augmentation and loss (unset: the dataset's)"
+    )
+    augment.add_argument("--label-smoothing", type=probability)
+    augment.add_argument(
+        "--flip",
+        action=argparse.BooleanOptionalAction,
+        help=f"Random horizontal flips ({DATASET_DEFAULT}).",
+    )
+    augment.add_argument(
+        "--crop-padding", type=int, help="Padding of CIFAR-style crops."
+    )
+    augment.add_argument(
+        "--random-resized-crop",
+        action=argparse.BooleanOptionalAction,
+        help=f"Inception-style crops ({DATASET_DEFAULT}).",
+    )
+    augment.add_argument("--translate", type=probability)
+    augment.add_argument("--randaugment-ops", type=int)
+    augment.add_argument("--randaugment-magnitude", type=probability)
+    augment.add_argument("--mixup", type=arguments.non_negative_float)
+    augment.add_argument("--cutmix", type=arguments.non_negative_float)
+    augment.add_argument("--switch-probability", type=probability)
+    augment.add_argument("--random-erasing", type=probability)
+    output = parser.add_argument_group("outputs")
+    output.add_argument(
+        "--export",
+        action=argparse.BooleanOptionalAction,
+        help="Write saved_model/ (uint8 images -> probabilities).",
+    )
+    output.add_argument(
+        "--plots",
+        action=argparse.BooleanOptionalAction,
+        help="Draw curves.png and spatial_filters.png.",
+    )
+    arguments.set_config_defaults(parser, ImageClassificationConfig)
+    return parser
+
+
+def build_parser():
+    """The job's `ArgumentParser`."""
+    parser = argparse.ArgumentParser(
+        description=DESCRIPTION,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    return add_arguments(parser)
+
+
+def config_from_argv(argv=None):
+    """The `ImageClassificationConfig` of command-line flags."""
+    args = build_parser().parse_args(argv)
+    return arguments.config_from_args(ImageClassificationConfig, args)
+
+
+def run(config, callbacks=None):
+    """Trains an image classifier; returns the results of `results.json`.
+
+    Args:
+        config: `ImageClassificationConfig`. Unset fields take the
+            dataset's defaults.
+        callbacks: list of `keras.callbacks.Callback` or `None`. Extra
+            callbacks for `model.fit`.
+
+    Returns:
+        The results dict (`None` on a worker that is not the chief).
+    """
+    config = config.resolved()
+    # Devices and the strategy come first: TensorFlow's multi-worker and
+    # logical devices must be set before it runs anything.
+    distribution = run_distribution(config.strategy, config.split_cpu)
+    configure_run(config.seed, config.mixed_precision)
+    from keras_gmlp.data import images
+    from keras_gmlp.data.image_sources import load_images
+
+    data = load_images(config.dataset, config.data_dir, config.label_offset)
+    model_config = dict(
+        config.model_overrides(),
+        num_classes=data.num_classes,
+        num_channels=data.num_channels,
+    )
+    batch_size = config.global_batch_size(distribution.num_replicas)
+    learning_rate = config.peak_learning_rate(batch_size)
+    with distribution.scope():
+        model = build_model(config.preset, model_config, config.mixed_precision)
+    image_size = tuple(model.inputs[0].shape[1:3])
+    # Pixels in [0, 255]: the task's preprocessor scales them in `fit`.
+    train = images.batches(
+        data,
+        "train",
+        batch_size,
+        image_size,
+        True,
+        config.augment_config(),
+        seed=config.seed,
+        normalize=False,
+    )
+    validation = images.batches(
+        data,
+        "validation",
+        batch_size,
+        image_size,
+        False,
+        drop_remainder=distribution.num_replicas > 1,
+        normalize=False,
+    )
+    # The training data repeats and an epoch is a number of steps: the
+    # schedule's length is exact even when corrupt images are skipped, and
+    # the shuffle buffer is filled once, not every epoch.
+    steps_per_epoch = config.steps_per_epoch or data.num_train // batch_size
+    train = train.repeat()
+    total_steps = steps_per_epoch * config.epochs
+    schedule = warmup_cosine(
+        learning_rate, total_steps, config.warmup_steps(total_steps)
+    )
+    with distribution.scope():
+        model.compile(
+            optimizer=adamw(
+                schedule,
+                weight_decay=config.weight_decay,
+                global_clipnorm=config.clipnorm,
+                model=model,
+            ),
+            loss=keras.losses.CategoricalCrossentropy(
+                from_logits=True, label_smoothing=config.label_smoothing
+            ),
+            metrics=classification_metrics(data.num_classes),
+            jit_compile=config.keras_jit_compile(),
+        )
+    if distribution.is_chief:
+        run_folder.write_run_config(
+            config.output_dir,
+            JOB,
+            config,
+            class_names=data.class_names,
+            model_config={"preset": config.preset, **model_config},
+        )
+    print(
+        f"{data.name} from {data.source}: {data.num_train} training and "
+        f"{data.num_validation} held-out images, {data.num_classes} classes; "
+        f"{model.count_params():,} parameters; {distribution}; global batch "
+        f"{batch_size}, peak learning rate {learning_rate:g}, "
+        f"{total_steps} steps.",
+        flush=True,
+    )
+    # Corrupt records skipped in one full pass over each split (the
+    # counters keep counting on later passes of uncached splits).
+    skipped = {}
+    count_skips = EpochEndHook(
+        lambda epoch, logs: skipped or skipped.update(data.skipped())
+    )
+    history, wall_time = fit(
+        model,
+        train,
+        validation,
+        epochs=config.epochs,
+        output_dir=config.output_dir,
+        distribution=distribution,
+        steps_per_epoch=steps_per_epoch,
+        tensorboard=config.tensorboard,
+        callbacks=[count_skips] + (callbacks or []),
+        verbose=config.verbose,
+    )
+    if not distribution.is_chief:
+        return None
+    outputs = save_outputs(config, model, data.name, image_size)
+    from keras_gmlp import plots
+
+    # Figure 3 as a number: below 1, W's rows weigh tokens near their own.
+    locality = plots.block_locality(model, plots.patch_grid(model))
+    metrics = {
+        "val_accuracy": history["val_accuracy"][-1],
+        "val_top5_accuracy": history["val_top5_accuracy"][-1],
+        "val_loss": history["val_loss"][-1],
+        "best_val_accuracy": max(history["val_accuracy"]),
+        "parameters": model.count_params(),
+    }
+    counts = {
+        "train_examples": data.num_train,
+        "validation_examples": data.num_validation,
+        "skipped_records": skipped or data.skipped(),
+        "validation_examples_evaluated": (
+            data.num_validation // batch_size * batch_size
+            if distribution.num_replicas > 1
+            else data.num_validation
+        ),
+        "steps_per_epoch": steps_per_epoch,
+        "total_steps": total_steps,
+        "global_batch_size": batch_size,
+    }
+    results = write_results(
+        config.output_dir,
+        config,
+        history,
+        metrics,
+        wall_time,
+        distribution=distribution,
+        counts=counts,
+        extra={
+            "dataset": {"name": data.name, "source": data.source},
+            "model_config": {"preset": config.preset, **model_config},
+            "peak_learning_rate": learning_rate,
+            "outputs": outputs,
+            "spatial_locality": locality,
+        },
+    )
+    print(
+        f"val_accuracy {metrics['val_accuracy']:.4f}, val_top5_accuracy "
+        f"{metrics['val_top5_accuracy']:.4f}, {wall_time:.0f} s, skipped "
+        f"records {counts['skipped_records']}; outputs in "
+        f"{config.output_dir}",
+        flush=True,
+    )
+    return results
+
+
+def build_model(preset, model_config, mixed_precision="none"):
+    """The classifier task, with its preprocessor for raw images.
+
+    `models.image_classifier(preset, **model_config)`'s backbone and head,
+    with a `GMLPImageClassifierPreprocessor` whose `GMLPImageConverter`
+    resizes raw images to the model's size and scales them to [-1, 1].
+    Under mixed precision the head computes in float32 (Keras' advice, for
+    a stable loss; TensorFlow's top-k metric needs float32 logits).
+    """
+    from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+        GMLPImageClassifierPreprocessor,
+    )
+    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+
+    bare = models.image_classifier(preset, **model_config)
+    converter = GMLPImageConverter(image_size=bare.backbone.image_size)
+    return type(bare)(
+        backbone=bare.backbone,
+        num_classes=bare.num_classes,
+        preprocessor=GMLPImageClassifierPreprocessor(converter),
+        dropout=bare.dropout,
+        head_dtype="float32" if mixed_precision != "none" else None,
+        name=bare.name,
+    )
+
+
+def classification_metrics(num_classes):
+    """Accuracy and top-5 accuracy (top-k for fewer than 5 classes)."""
+    return [
+        keras.metrics.CategoricalAccuracy(name="accuracy"),
+        keras.metrics.TopKCategoricalAccuracy(
+            k=min(5, num_classes), name="top5_accuracy"
+        ),
+    ]
+
+
+def save_outputs(config, model, title, image_size):
+    """Writes model.keras, the preset, the SavedModel and the plots.
+
+    Returns:
+        A dict of the paths written.
+    """
+    output_dir = config.output_dir
+    outputs = {"model": os.path.join(output_dir, "model.keras")}
+    model.save(outputs["model"])
+    outputs["preset"] = os.path.join(output_dir, PRESET_DIR)
+    model.save_to_preset(outputs["preset"])
+    if config.export:
+        outputs["saved_model"] = export_classifier(
+            model, os.path.join(output_dir, "saved_model")
+        )
+    if config.plots:
+        from keras_gmlp import plots
+        from keras_gmlp.training.callbacks import HISTORY_FILE
+        from keras_gmlp.training.callbacks import read_history_records
+        from keras_gmlp.training.callbacks import records_to_history
+
+        history = records_to_history(
+            read_history_records(os.path.join(output_dir, HISTORY_FILE))
+        )
+        outputs["curves"] = os.path.join(output_dir, "curves.png")
+        plots.plot_history(history, outputs["curves"], title=title)
+        patch = model.get_layer("stem").patch_size
+        grid = (image_size[0] // patch[0], image_size[1] // patch[1])
+        outputs["spatial_filters"] = os.path.join(
+            output_dir, "spatial_filters.png"
+        )
+        plots.plot_spatial_filters(model, grid, outputs["spatial_filters"])
+    return outputs
+
+
+def export_classifier(model, export_dir):
+    """Exports a SavedModel: uint8 images -> class probabilities.
+
+    The serving model scales the pixels with the task's image converter's
+    `scale` and `offset` ([0, 255] -> [-1, 1]) in a `Rescaling` layer: the
+    converter itself runs TensorFlow code that JAX cannot trace, and its
+    resize is the identity on images of the model's size, which the
+    SavedModel takes.
+    """
+    from keras_gmlp.export import export_saved_model
+
+    converter = image_converter(model)
+    scaling = keras.layers.Rescaling(
+        converter.scale, offset=converter.offset, name="pixel_scaling"
+    )
+    return export_saved_model(
+        model, export_dir, input_dtype="uint8", preprocessing=[scaling]
+    )
+
+
+def image_converter(model):
+    """The model's `GMLPImageConverter`, or one for its input size."""
+    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+
+    preprocessor = getattr(model, "preprocessor", None)
+    converter = getattr(preprocessor, "image_converter", None)
+    if converter is not None:
+        return converter
+    return GMLPImageConverter(image_size=tuple(model.inputs[0].shape[1:3]))
+
+
+def load_run_model(run_dir):
+    """The trained task of a run (its preset, else its `.keras` file).
+
+    Runs of earlier versions saved a bare model without preprocessor.
+    """
+    from keras_gmlp.models import gmlp_image_classifier
+
+    preset = os.path.join(run_dir, PRESET_DIR)
+    if os.path.isdir(preset):
+        task = gmlp_image_classifier.GMLPImageClassifier
+        return run_folder.load_preset(task, preset)
+    path = run_folder.find_file(run_dir, MODEL_FILES)
+    return keras.saving.load_model(path, compile=False)
+
+
+def evaluate_run(run_dir, batch_size=None):
+    """Scores a finished run's model on its held-out split again.
+
+    Args:
+        run_dir: str. The run's `output_dir`.
+        batch_size: int or `None`. Defaults to the run's batch.
+
+    Returns:
+        A dict of `loss`, `accuracy` and `top5_accuracy`.
+    """
+    from keras_gmlp.data import images
+    from keras_gmlp.data.image_sources import load_images
+
+    config = ImageClassificationConfig.from_dict(
+        run_folder.read_run_config(run_dir)["config"]
+    ).resolved()
+    data = load_images(config.dataset, config.data_dir, config.label_offset)
+    model = load_run_model(run_dir)
+    batch_size = batch_size or config.global_batch_size(1)
+    validation = images.batches(
+        data,
+        "validation",
+        batch_size,
+        tuple(model.inputs[0].shape[1:3]),
+        False,
+        normalize=getattr(model, "preprocessor", None) is None,
+    )
+    model.compile(
+        loss=keras.losses.CategoricalCrossentropy(
+            from_logits=True, label_smoothing=config.label_smoothing
+        ),
+        metrics=classification_metrics(data.num_classes),
+    )
+    return model.evaluate(validation, return_dict=True, verbose=0)
+
+
+def predict_image(run_dir, image_path, top_k=5):
+    """Classifies an image file with a run's task.
+
+    The image goes through the task's preprocessor (its image converter:
+    the largest centred crop of the model's aspect ratio, resized and
+    scaled to [-1, 1]), as raw images do in `task.predict`.
+
+    Args:
+        run_dir: str. The run's `output_dir`.
+        image_path: str. A JPEG, PNG, BMP or GIF file.
+        top_k: int. Classes returned. Defaults to `5`.
+
+    Returns:
+        A list of `(class name, probability)`, most likely first.
+    """
+    import tensorflow as tf
+
+    record = run_folder.read_run_config(run_dir)
+    model = load_run_model(run_dir)
+    channels = model.inputs[0].shape[-1]
+    if not os.path.exists(image_path):
+        raise FileNotFoundError(f"No image file {image_path!r}.")
+    image = tf.io.decode_image(
+        tf.io.read_file(image_path), channels=channels, expand_animations=False
+    ).numpy()[None]
+    if getattr(model, "preprocessor", None) is None:
+        image = image_converter(model)(image)
+    logits = model.predict(image, verbose=0)[0]
+    return predictions.top_k(logits, record.get("class_names"), top_k)
