@@ -29,8 +29,9 @@ results.json records, per block, how local the learned spatial weights are
 nearby patches more; about 1, no preference).
 
 Writes to --output-dir: results.json, run_config.json, history.json,
-model.keras, best.keras, last.keras, saved_model/ (uint8 images ->
-probabilities), curves.png, spatial_filters.png, tensorboard/.
+model.keras, preset/ (GMLPImageClassifier.from_preset; raw images in),
+best.keras, last.keras, saved_model/ (uint8 images -> probabilities),
+curves.png, spatial_filters.png, tensorboard/.
 """
 
 import os

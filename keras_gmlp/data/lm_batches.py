@@ -124,8 +124,8 @@ def masked_lm_dataset(
 
     Returns:
         A dataset of `(inputs, labels, sample_weights)`, with `inputs` a
-        dict of `"token_ids"` and `"padding_mask"` `(batch,
-        sequence_length)` and `"mask_positions"` `(batch,
+        dict of `"token_ids"` and `"padding_mask"` (int32, 1 for real
+        tokens) `(batch, sequence_length)` and `"mask_positions"` `(batch,
         max_predictions)`, `labels` the original ids at those positions
         and `sample_weights` 1 where a position is real, 0 where it is
         filler.
@@ -176,7 +176,7 @@ def _int32_batch(batch):
     inputs, labels, weights = batch
     inputs = {
         "token_ids": tf.cast(inputs["token_ids"], tf.int32),
-        "padding_mask": tf.cast(inputs["padding_mask"], tf.bool),
+        "padding_mask": tf.cast(inputs["padding_mask"], tf.int32),
         "mask_positions": tf.cast(inputs["mask_positions"], tf.int32),
     }
     return inputs, tf.cast(labels, tf.int32), tf.cast(weights, tf.float32)
@@ -260,7 +260,7 @@ def _numpy_masked_batch(
     max_predictions,
 ):
     tokens = sequences.astype("int32")
-    padding_mask = sequences != pad_id
+    padding_mask = (sequences != pad_id).astype("int32")
     shape = (len(tokens), max_predictions)
     positions = np.zeros(shape, "int32")
     labels = np.zeros(shape, "int32")
@@ -361,7 +361,9 @@ def causal_lm_dataset(
         weights = tf.cast(tf.not_equal(labels, ids[PAD]), tf.float32)
         inputs = {
             "token_ids": token_ids,
-            "padding_mask": tf.not_equal(token_ids, ids[PAD]),
+            "padding_mask": tf.cast(
+                tf.not_equal(token_ids, ids[PAD]), tf.int32
+            ),
         }
         return inputs, labels, weights
 

@@ -30,8 +30,8 @@ Results (`keras_gmlp.training.results`):
     `write_results(output_dir, config, history, metrics, wall_time,
     distribution, counts)` -> results.json; `WallClock(output_dir)`.
 Text training (`keras_gmlp.training.text_metrics`, `text_models`):
-    masked-token losses, accuracy and perplexity; the gMLP training models
-    of masked-LM pretraining.
+    masked-token losses, accuracy and perplexity, `binary_f1`; the layer
+    of earlier versions' masked-LM checkpoints.
 Set-up (`keras_gmlp.training.setup`):
     `run_distribution(strategy, split_cpu)`, `configure_run(seed,
     mixed_precision)`, `fit(...)` the shared resumable fit loop.

@@ -79,20 +79,29 @@ def info(name=None):
 
 
 def _preset_summary(folder):
-    """A saved preset folder: its backbone's configuration and size."""
+    """A saved preset folder: its task (or backbone), configuration, size."""
     import json
 
     import keras_hub
 
     with open(os.path.join(folder, "config.json")) as file:
         config = json.load(file)
-    backbone = keras_hub.models.Backbone.from_preset(folder)
-    return {
+    summary = {
         "preset_dir": folder,
         "backbone": config.get("class_name"),
         "config": config.get("config", {}),
-        "parameters": int(backbone.count_params()),
     }
+    task_file = os.path.join(folder, "task.json")
+    if os.path.exists(task_file):
+        with open(task_file) as file:
+            name = json.load(file).get("registered_name")
+        task_class = keras.saving.get_registered_object(name)
+        model = run_folder.load_preset(task_class, folder)
+        summary["task"] = type(model).__name__
+    else:
+        model = run_folder.load_preset(keras_hub.models.Backbone, folder)
+    summary["parameters"] = int(model.count_params())
+    return summary
 
 
 def _run_model_path(run_dir, job):

@@ -667,7 +667,7 @@ def fill_in_the_blank(run_dir, sentence, top_k=5):
     model, _ = load_task(run_dir, config)
     inputs = {
         "token_ids": token_ids,
-        "padding_mask": np.ones_like(token_ids, bool),
+        "padding_mask": np.ones_like(token_ids),
         "mask_positions": positions[None, :].astype("int32"),
     }
     if "padding_mask" not in model.input:

@@ -111,6 +111,11 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     )
     assert type(task).__name__ == "GMLPImageClassifier"
     logits = task.predict(pixels, verbose=0)
+    capsys.readouterr()
+    cli.main(["info", str(output_dir / "preset")])
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["task"] == "GMLPImageClassifier"
+    assert summary["parameters"] == model.count_params()
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(keras.ops.softmax(logits)),
         expected,
