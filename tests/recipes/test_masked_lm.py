@@ -250,13 +250,6 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
 
 
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
-@pytest.mark.xfail(
-    BACKEND == "tensorflow",
-    reason="Regression of the move to GMLPMaskedLM: under TF "
-    "MirroredStrategy, fit fails in an AddN cross-replica sum of a dtype "
-    "AddN does not take (open, see the closing note of issue 10).",
-    strict=False,
-)
 def test_two_device_strategy(corpus, tmp_path):
     env = dict(os.environ)
     if BACKEND == "tensorflow":
