@@ -22,3 +22,18 @@ def reset_keras_state():
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Marks `one_backend(name)` tests `large` on the other backends.
+
+    A slow end-to-end case whose logic is backend independent runs in the
+    default suite under one backend only (different tests choose different
+    backends); `-m large` runs it under every backend.
+    """
+    backend = keras.config.backend()
+    for item in items:
+        marker = item.get_closest_marker("one_backend")
+        if marker is not None and marker.args[0] != backend:
+            item.add_marker(pytest.mark.large)

@@ -86,7 +86,8 @@ class ImageAugmenter:
 
     >>> import tensorflow as tf
     >>> from keras_gmlp.data.augment import AugmentConfig, ImageAugmenter
-    >>> augmenter = ImageAugmenter(AugmentConfig(), (32, 32), 3, seed=0)
+    >>> config = AugmentConfig(crop_padding=4, randaugment_ops=0, cutmix=0.0)
+    >>> augmenter = ImageAugmenter(config, (32, 32), 3, seed=0)
     >>> images = np.random.default_rng(0).uniform(0, 255, (8, 32, 32, 3))
     >>> labels = np.eye(10, dtype="float32")[np.arange(8)]  # one-hot
     >>> dataset = tf.data.Dataset.from_tensor_slices(
