@@ -54,7 +54,8 @@ TASK_DEFAULTS = {
 class GMLPImageClassifier(ImageClassifier):
     """gMLP image classification task: images in, class logits out.
 
-    The `GMLPImageBackbone`'s token features are pooled over the tokens
+    The `GMLPImageBackbone`'s token features (its `"sequence_output"`
+    when it pools too) are pooled over the tokens
     (their mean, as the paper's and timm's models), passed through an
     optional dropout and a Dense layer named `head`. With a
     `preprocessor`, `fit()`, `predict()` and `evaluate()` take raw images
@@ -158,6 +159,8 @@ class GMLPImageClassifier(ImageClassifier):
         # === Functional Model ===
         inputs = self.backbone.input
         x = self.backbone(inputs)
+        if isinstance(x, dict):  # a backbone with its own pooling
+            x = x["sequence_output"]
         x = self.pooler(x)
         x = self.output_dropout(x)
         outputs = self.output_dense(x)
