@@ -134,46 +134,119 @@ class GMLPImageConverter(ImageConverter):
         if _tensorflow_in_graph():
             import tensorflow as tf
 
-            x = tf.cast(inputs, "float32")
-            einsum, floor, clip = tf.einsum, tf.math.floor, tf.clip_by_value
-        else:
-            x = keras.ops.cast(keras.ops.convert_to_tensor(inputs), "float32")
-            einsum, floor, clip = (
-                keras.ops.einsum,
-                keras.ops.floor,
-                keras.ops.clip,
+            x = timm_transform(
+                tf.cast(inputs, "float32"),
+                self.transform_config(),
+                (tf.einsum, tf.math.floor, tf.clip_by_value, tf.constant),
             )
-        batched = len(x.shape) == 4
-        height, width = x.shape[-3], x.shape[-2]
-        if height is None or width is None:
-            raise ValueError(
-                f"Received images of shape {tuple(x.shape)}; timm's crop "
-                "(crop_pct) needs their height and width when traced."
-            )
-        from keras_gmlp.convert.timm_checkpoint import timm_resize_plan
-
-        plan = timm_resize_plan(
-            (height, width),
-            self.image_size,
-            self.crop_pct,
-            self.interpolation,
-            self.crop_mode,
+            return tf.cast(x, self.compute_dtype)
+        return keras.ops.cast(
+            transform_images(inputs, self.transform_config()),
+            self.compute_dtype,
         )
-        prefix = "b" if batched else ""
-        for axis, matrix in plan:
-            spec = f"{prefix}hwc,oh->{prefix}owc"
-            if axis == 1:
-                spec = f"{prefix}hwc,ow->{prefix}hoc"
-            x = clip(floor(einsum(spec, x, matrix) + 0.5), 0.0, 255.0)
-        scale = 1.0 if self.scale is None else self.scale
-        offset = 0.0 if self.offset is None else self.offset
-        scale = self._expand_non_channel_dims(scale, x)
-        offset = self._expand_non_channel_dims(offset, x)
-        x, scale = self._convert_types(x, scale, self.compute_dtype)
-        x, offset = self._convert_types(x, offset, x.dtype)
-        return x * scale + offset
+
+    def transform_config(self):
+        """The settings `transform_images` reads, as plain Python values."""
+        return {
+            "image_size": self.image_size,
+            "scale": self.scale,
+            "offset": self.offset,
+            "interpolation": self.interpolation,
+            "antialias": self.antialias,
+            "crop_to_aspect_ratio": self.crop_to_aspect_ratio,
+            "pad_to_aspect_ratio": self.pad_to_aspect_ratio,
+            "crop_pct": self.crop_pct,
+            "crop_mode": self.crop_mode,
+        }
 
     def get_config(self):
         config = super().get_config()
         config.update({"crop_pct": self.crop_pct, "crop_mode": self.crop_mode})
         return config
+
+
+def transform_images(images, config):
+    """A converter's computation with `keras.ops` alone, in a model graph.
+
+    What `GMLPImageConverter` does to a batch, as backend operations, for
+    graphs that are traced and exported (a serving model with the
+    preprocessing inside), where the layer's `tf.data` handling does not
+    apply.
+
+    Args:
+        images: uint8 or float tensor `(batch, height, width, channels)`
+            with a known height and width.
+        config: dict. `GMLPImageConverter.transform_config()`.
+
+    Returns:
+        A float32 tensor.
+    """
+    ops = keras.ops
+    x = ops.cast(images, "float32")
+    if config["crop_pct"] is not None:
+        return timm_transform(
+            x,
+            config,
+            (ops.einsum, ops.floor, ops.clip, ops.convert_to_tensor),
+        )
+    if config["image_size"] is not None:
+        x = ops.image.resize(
+            x,
+            config["image_size"],
+            interpolation=config["interpolation"],
+            antialias=config["antialias"],
+            crop_to_aspect_ratio=config["crop_to_aspect_ratio"],
+            pad_to_aspect_ratio=config["pad_to_aspect_ratio"],
+        )
+    return _scale(x, config, ops.convert_to_tensor)
+
+
+def _channel_array(value, default, rank):
+    value = np.asarray(default if value is None else value, "float32")
+    return value.reshape((1,) * (rank - 1) + (-1,))
+
+
+def _scale(x, config, constant):
+    rank = len(x.shape)
+    scale = constant(_channel_array(config["scale"], 1.0, rank))
+    offset = constant(_channel_array(config["offset"], 0.0, rank))
+    return x * scale + offset
+
+
+def timm_transform(x, config, functions):
+    """timm's resize, centre crop and scale of float pixels `x`.
+
+    Args:
+        x: float32 tensor `(batch, height, width, channels)` or one image.
+        config: dict. `GMLPImageConverter.transform_config()`.
+        functions: `(einsum, floor, clip, constant)` of the framework that
+            runs it.
+
+    Returns:
+        The scaled crop, float32.
+    """
+    from keras_gmlp.convert.timm_checkpoint import timm_resize_plan
+
+    einsum, floor, clip, constant = functions
+    batched = len(x.shape) == 4
+    height, width = x.shape[-3], x.shape[-2]
+    if height is None or width is None:
+        raise ValueError(
+            f"Received images of shape {tuple(x.shape)}; timm's crop "
+            "(crop_pct) needs their height and width when traced."
+        )
+    plan = timm_resize_plan(
+        (int(height), int(width)),
+        config["image_size"],
+        config["crop_pct"],
+        config["interpolation"],
+        config["crop_mode"],
+    )
+    prefix = "b" if batched else ""
+    for axis, matrix in plan:
+        spec = f"{prefix}hwc,oh->{prefix}owc"
+        if axis == 1:
+            spec = f"{prefix}hwc,ow->{prefix}hoc"
+        matrix = constant(matrix)
+        x = clip(floor(einsum(spec, x, matrix) + 0.5), 0.0, 255.0)
+    return _scale(x, config, constant)
