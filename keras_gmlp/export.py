@@ -366,6 +366,15 @@ def export_serving_model(model, image_shape=None, activation=None):
     Returns:
         A functional `keras.Model` with one input: uint8 images `(batch,
         height, width, channels)` or int32 token ids `(batch, length)`.
+
+    Example:
+
+    >>> from keras_gmlp.export import export_serving_model
+    >>> classifier = keras_gmlp.GMLPImageClassifier.from_preset(
+    ...     "gmlp_micro4_32", num_layers=1, num_classes=3)
+    >>> serving = export_serving_model(classifier, image_shape=(40, 40))
+    >>> serving(np.zeros((2, 40, 40, 3), "uint8")).shape
+    (2, 3)
     """
     preprocessor = getattr(model, "preprocessor", None)
     first = model.inputs[0]
@@ -579,23 +588,20 @@ def export(
 
     Example:
 
-    >>> import tempfile
-    >>> from keras_gmlp.export import export
-    >>> classifier = keras_gmlp.models.image_classifier(
-    ...     num_classes=2, image_size=8, patch_size=4, num_layers=1,
-    ...     hidden_dim=4, ffn_dim=8)
-    >>> path = export(classifier, tempfile.mkdtemp() + "/model",
-    ...     format="onnx")
-    >>> path.endswith(".onnx")
-    True
+    ```python
+    classifier = keras_gmlp.GMLPImageClassifier.from_timm(folder)
+    path = export(classifier, "gmlp.onnx", format="onnx")
+    session = onnxruntime.InferenceSession(path)
+    logits = session.run(None, {"images": uint8_images})[0]
+    ```
     """
-    _check_backend(format)
-    model = _load(model)
-    path = _output_path(path, format)
     if gelu not in GELU_FORMS:
         raise ValueError(
             f"Received gelu={gelu!r}; expected one of {GELU_FORMS}."
         )
+    _check_backend(format)
+    model = _load(model)
+    path = _output_path(path, format)
     form = "erf" if gelu == "exact" and format == "onnx" else gelu
     if gelu == "tanh":
         with gelu_form("exact"):
