@@ -324,3 +324,23 @@ def test_exports_a_keras_file_and_a_preset_folder(tmp_path):
     for source in (tmp_path / "model.keras", tmp_path / "preset", FIXTURE):
         path = export(str(source), tmp_path / f"out_{source.name}")
         assert_close(run_export(path, format, images), expected)
+
+
+def test_command_line_exports_a_timm_folder(tmp_path, capsys):
+    from keras_gmlp import cli
+
+    argv = ["export", str(FIXTURE), str(tmp_path / "model")]
+    argv += ["--format", "litert", "--activation", "none"]
+    if BACKEND not in FORMAT_BACKENDS["litert"]:
+        with pytest.raises(ValueError, match=f"from the {BACKEND} backend"):
+            cli.main(argv)
+        return
+    assert cli.main(argv) == 0
+    path = capsys.readouterr().out.strip().splitlines()[-1]
+    assert path == str(tmp_path / "model.tflite")
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    images = np.random.default_rng(4).integers(0, 256, (2, 20, 24, 3), "uint8")
+    assert_close(
+        run_export(path, "litert", images),
+        classifier.predict(images, verbose=0),
+    )
