@@ -131,21 +131,39 @@ def build_parser():
 
     sub = commands.add_parser(
         "export",
-        help="Export a run's model (or a .keras file) as a SavedModel.",
-        description="Writes a TensorFlow SavedModel with the preprocessing "
-        "inside, from any backend: an image run's model takes uint8 "
-        "images, a text classification run's takes token ids of its "
-        "sequence length; both give probabilities. A .keras file is "
-        "exported as it is (with --activation on its outputs).",
+        help="Export a model as a SavedModel, ONNX or LiteRT file.",
+        description="Writes the model with the preprocessing inside: "
+        "images as uint8 pixels, token ids of any length up to the "
+        "sequence length, a dynamic batch. A run's --output-dir is "
+        "exported as a SavedModel of probabilities from any backend; a "
+        ".keras file or a preset folder (keras-hub's or timm's) in any "
+        "--format from the backends Keras can make it from "
+        "(keras_gmlp.export.export).",
         formatter_class=formatter,
     )
-    sub.add_argument("model", help="A run's --output-dir or a .keras file.")
-    sub.add_argument("export_dir", help="The SavedModel folder to write.")
+    sub.add_argument(
+        "model", help="A run's --output-dir, a .keras file or a preset folder."
+    )
+    sub.add_argument("export_dir", help="The folder or file to write.")
+    sub.add_argument(
+        "--format",
+        choices=("saved_model", "onnx", "litert"),
+        default="saved_model",
+        help="saved_model (tf.saved_model.load), onnx (onnxruntime) or "
+        "litert (the LiteRT interpreter).",
+    )
     sub.add_argument(
         "--activation",
         choices=("softmax", "none"),
         default="softmax",
-        help="Output activation of a .keras file's export.",
+        help="Output activation.",
+    )
+    sub.add_argument(
+        "--gelu",
+        choices=("exact", "tanh"),
+        default="exact",
+        help="Keep the exact (erf) GELU, or export its tanh approximation "
+        "(the measured difference is printed).",
     )
     sub.set_defaults(handler=_export)
 
@@ -256,9 +274,32 @@ def _generate(args):
 
 def _export(args):
     from keras_gmlp.workflows import inspection
+    from keras_gmlp.workflows import run_folder
 
     activation = None if args.activation == "none" else args.activation
-    path = inspection.export(args.model, args.export_dir, activation)
+    is_run = os.path.isdir(args.model) and any(
+        os.path.exists(os.path.join(args.model, name))
+        for name in (run_folder.RUN_CONFIG_FILE, "results.json")
+    )
+    if is_run and args.format == "saved_model" and args.gelu == "exact":
+        path = inspection.export(args.model, args.export_dir, activation)
+    else:
+        import warnings
+
+        from keras_gmlp import export
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            path = export.export(
+                args.model,
+                args.export_dir,
+                format=args.format,
+                gelu=args.gelu,
+                activation=activation,
+            )
+        for warning in caught:
+            if "tanh" in str(warning.message):
+                print(warning.message, file=sys.stderr)
     print(path)
 
 

@@ -1,4 +1,15 @@
+"""SavedModel export (`export_saved_model`) and `export` to every format.
+
+`export`: SavedModel by `tf.saved_model.load`, ONNX by onnxruntime, LiteRT
+by the `ai_edge_litert` interpreter, compared with the Keras model (float32,
+1e-4 of the largest output). Images are served as uint8 with timm's
+preprocessing inside (a checkpoint made by real timm), token ids of any
+length up to `sequence_length`. Where Keras cannot make a format from the
+current backend, the export raises naming the backends that can.
+"""
+
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -7,8 +18,12 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from keras_gmlp.export import FORMAT_BACKENDS
+from keras_gmlp.export import TEXT_FORMAT_BACKENDS
+from keras_gmlp.export import export
 from keras_gmlp.export import export_saved_model
 from keras_gmlp.export import serving_model
+from keras_gmlp.models import GMLPImageClassifier
 
 # Runs in a plain TensorFlow process: no Keras, no keras_gmlp.
 PLAIN_TF_SERVE = """
@@ -174,3 +189,158 @@ def test_text_models_export_without_input_shape(tmp_path, rng):
     for got, want in zip(served, expected, strict=True):
         assert got.shape == want.shape
         np.testing.assert_allclose(got, want, atol=5e-5)
+
+
+# === export(): every format ===
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "timm" / "gmlp_b"
+BACKEND = keras.config.backend()
+
+
+def run_export(path, format, inputs):
+    """Runs an exported artifact on `inputs` with the format's runtime."""
+    if format == "saved_model":
+        tf = pytest.importorskip("tensorflow")
+        loaded = tf.saved_model.load(path)
+        return loaded.serve(tf.constant(inputs)).numpy()
+    if format == "onnx":
+        onnxruntime = pytest.importorskip("onnxruntime")
+        session = onnxruntime.InferenceSession(path)
+        name = session.get_inputs()[0].name
+        return session.run(None, {name: inputs})[0]
+    interpreter_module = pytest.importorskip("ai_edge_litert.interpreter")
+    interpreter = interpreter_module.Interpreter(model_path=path)
+    detail = interpreter.get_input_details()[0]
+    interpreter.resize_tensor_input(detail["index"], inputs.shape)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(detail["index"], inputs)
+    interpreter.invoke()
+    return interpreter.get_tensor(interpreter.get_output_details()[0]["index"])
+
+
+def assert_close(actual, expected):
+    scale = np.abs(expected).max()
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * scale)
+
+
+def skip_unless_made_here(format):
+    if BACKEND not in FORMAT_BACKENDS[format]:
+        pytest.skip(f"{format} is not made from {BACKEND}")
+
+
+@pytest.mark.parametrize("format", ["saved_model", "onnx", "litert"])
+def test_uint8_images_served_with_timms_preprocessing(format, tmp_path):
+    skip_unless_made_here(format)
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    reference = np.load(FIXTURE / "reference.npz")
+    path = export(classifier, tmp_path / "model", format=format)
+    # Images of the model's size (20 x 24): timm resizes them to 22 x 27
+    # and crops back. Batches of 1 and 3: the batch is dynamic.
+    rng = np.random.default_rng(0)
+    for batch in (1, 3):
+        images = rng.integers(0, 256, (batch, 20, 24, 3), dtype=np.uint8)
+        expected = classifier.predict(images, verbose=0)
+        assert_close(run_export(path, format, images), expected)
+    # timm's own images at another size, served at that size.
+    image = reference["image_0"][None]
+    path = export(
+        classifier,
+        tmp_path / "other",
+        format=format,
+        image_shape=image.shape[1:3],
+    )
+    assert_close(
+        run_export(path, format, image), reference["transformed_logits"][:1]
+    )
+
+
+@pytest.mark.parametrize("format", ["saved_model", "onnx", "litert"])
+def test_formats_another_backend_makes_raise_naming_it(format, tmp_path):
+    if BACKEND in FORMAT_BACKENDS[format]:
+        pytest.skip(f"{format} is made from {BACKEND}")
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    with pytest.raises(ValueError, match=f"from the {BACKEND} backend.*"):
+        export(classifier, tmp_path / "model", format=format)
+
+
+def test_unknown_format_and_gelu_raise(tmp_path):
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    with pytest.raises(ValueError, match="format='torchscript'"):
+        export(classifier, tmp_path / "model", format="torchscript")
+    with pytest.raises(ValueError, match="gelu='fast'"):
+        export(classifier, tmp_path / "model", gelu="fast")
+
+
+@pytest.mark.large
+@pytest.mark.parametrize("format", ["saved_model", "onnx", "litert"])
+def test_token_ids_of_any_length_up_to_sequence_length(format, tmp_path):
+    skip_unless_made_here(format)
+    rng = np.random.default_rng(1)
+    model = models.text_classifier(
+        num_classes=3,
+        vocabulary_size=20,
+        sequence_length=6,
+        num_layers=2,
+        hidden_dim=8,
+        ffn_dim=16,
+    )
+    for weight in model.weights:  # away from the near-zero spatial W
+        weight.assign(rng.normal(0.0, 0.5, weight.shape))
+    if BACKEND not in TEXT_FORMAT_BACKENDS[format]:
+        with pytest.raises(ValueError, match="KERAS_BACKEND=tensorflow"):
+            export(model, tmp_path / "text", format=format)
+        return
+    path = export(model, tmp_path / "text", format=format)
+    for length in (3, 6):
+        tokens = rng.integers(1, 20, size=(2, length)).astype("int32")
+        tokens[1, length - 1 :] = 0
+        expected = keras.ops.convert_to_numpy(model(tokens))
+        assert_close(run_export(path, format, tokens), expected)
+
+
+@pytest.mark.parametrize("format", ["onnx"])
+def test_tanh_gelu_on_request_reports_its_difference(format, tmp_path):
+    skip_unless_made_here(format)
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    with pytest.warns(UserWarning, match="tanh approximation.*up to"):
+        path = export(classifier, tmp_path / "tanh", format=format, gelu="tanh")
+    images = np.random.default_rng(2).integers(0, 256, (2, 20, 24, 3), "uint8")
+    exact = classifier.predict(images, verbose=0)
+    served = run_export(path, format, images)
+    difference = np.abs(served - exact).max()
+    # The tanh form differs, by little.
+    assert 0 < difference < 1e-2 * np.abs(exact).max()
+
+
+def test_exports_a_keras_file_and_a_preset_folder(tmp_path):
+    format = "saved_model" if BACKEND != "torch" else None
+    if format is None:
+        pytest.skip("no format is made from torch")
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    images = np.random.default_rng(3).integers(0, 256, (2, 20, 24, 3), "uint8")
+    expected = classifier.predict(images, verbose=0)
+    classifier.save(tmp_path / "model.keras")
+    classifier.save_to_preset(tmp_path / "preset")
+    for source in (tmp_path / "model.keras", tmp_path / "preset", FIXTURE):
+        path = export(str(source), tmp_path / f"out_{source.name}")
+        assert_close(run_export(path, format, images), expected)
+
+
+def test_command_line_exports_a_timm_folder(tmp_path, capsys):
+    from keras_gmlp import cli
+
+    argv = ["export", str(FIXTURE), str(tmp_path / "model")]
+    argv += ["--format", "litert", "--activation", "none"]
+    if BACKEND not in FORMAT_BACKENDS["litert"]:
+        with pytest.raises(ValueError, match=f"from the {BACKEND} backend"):
+            cli.main(argv)
+        return
+    assert cli.main(argv) == 0
+    path = capsys.readouterr().out.strip().splitlines()[-1]
+    assert path == str(tmp_path / "model.tflite")
+    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    images = np.random.default_rng(4).integers(0, 256, (2, 20, 24, 3), "uint8")
+    assert_close(
+        run_export(path, "litert", images),
+        classifier.predict(images, verbose=0),
+    )

@@ -1,5 +1,7 @@
 """Weight converters between keras-gmlp and other implementations."""
 
+from keras_gmlp.convert.resample import resample_spatial_weights
+from keras_gmlp.convert.resample import resize_image_model
 from keras_gmlp.convert.timm import load_timm_weights
 from keras_gmlp.convert.timm import timm_weight_map
 from keras_gmlp.convert.timm_checkpoint import apply_timm_preprocessing
@@ -10,6 +12,8 @@ __all__ = [
     "apply_timm_preprocessing",
     "load_timm_checkpoint",
     "load_timm_weights",
+    "resample_spatial_weights",
+    "resize_image_model",
     "timm_weight_map",
     "to_timm",
 ]

@@ -764,6 +764,69 @@ def _resize_size(image_size, crop_size, crop_pct, crop_mode):
     return (round(height / ratio), round(width / ratio))
 
 
+def timm_resize_plan(
+    image_size, crop_size, crop_pct, interpolation="bicubic", crop_mode="center"
+):
+    """timm's evaluation resize and centre crop as two matrix products.
+
+    Pillow resamples 8-bit images in two separable passes, each a matrix
+    product with fixed-point weights followed by rounding to uint8; the
+    centre crop keeps rows of those matrices. Applying the returned passes
+    in order, each `x -> clip(floor(matrix @ x + 0.5), 0, 255)` along its
+    axis, gives the crop of `apply_timm_preprocessing` before the
+    normalisation (equal up to float32 rounding of the sums).
+
+    Args:
+        image_size: `(height, width)` of the input images.
+        crop_size: `(height, width)` of the output.
+        crop_pct: float. The crop's share of the resized image.
+        interpolation: str. `"bicubic"` or `"bilinear"`. Defaults to
+            `"bicubic"`.
+        crop_mode: str. `"center"` or `"squash"`. Defaults to `"center"`.
+
+    Returns:
+        A list of `(axis, matrix)` pairs, axis 0 for the height and 1 for
+        the width, each matrix float32 `(output size, input size)`.
+
+    Example:
+
+    >>> from keras_gmlp.convert import timm_checkpoint
+    >>> plan = timm_checkpoint.timm_resize_plan((40, 30), (16, 16), 0.875)
+    >>> [(axis, matrix.shape) for axis, matrix in plan]
+    [(1, (16, 30)), (0, (16, 40))]
+    """
+    image_size = _pair(image_size)
+    crop_size = _pair(crop_size)
+    _check_data_config(
+        {
+            "interpolation": interpolation,
+            "crop_pct": crop_pct,
+            "crop_mode": crop_mode,
+        }
+    )
+    size = _resize_size(image_size, crop_size, crop_pct, crop_mode)
+    # The same pass order as `_resize`.
+    shrink_height = image_size[0] - size[0]
+    shrink_width = image_size[1] - size[1]
+    axes = (1, 0)
+    if shrink_height > 0 and shrink_height > 2 * shrink_width:
+        axes = (0, 1)
+    plan = []
+    for axis in axes:
+        start = int(round((size[axis] - crop_size[axis]) / 2.0))
+        if image_size[axis] == size[axis]:
+            if size[axis] == crop_size[axis]:
+                continue
+            matrix = np.eye(size[axis], dtype=np.int64) << PRECISION_BITS
+        else:
+            matrix = _resample_matrix(
+                image_size[axis], size[axis], interpolation
+            )
+        matrix = matrix[start : start + crop_size[axis]]
+        plan.append((axis, (matrix / (1 << PRECISION_BITS)).astype("float32")))
+    return plan
+
+
 def _check_data_config(data_config):
     interpolation = data_config["interpolation"]
     if interpolation not in FILTERS:

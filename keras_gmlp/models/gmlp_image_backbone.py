@@ -38,8 +38,10 @@ class GMLPImageBackbone(Backbone):
     channels and, through their spatial gating units, the tokens; a final
     LayerNorm (`final_norm`, epsilon 1e-6) closes the stack. The output is
     one feature vector per patch, in row-major order of the patch grid,
-    before any pooling. Stochastic depth rises linearly from 0 at the first
-    block to `drop_path_rate` at the last.
+    before any pooling; with `pooling`, a dict of those token features
+    (`"sequence_output"`) and their pooled vector (`"pooled_output"`), for
+    feature extraction and heads of one's own. Stochastic depth rises
+    linearly from 0 at the first block to `drop_path_rate` at the last.
 
     The spatial weights are tied to the number of tokens, so the image size
     is fixed at construction. Images are channels-last.
@@ -58,6 +60,11 @@ class GMLPImageBackbone(Backbone):
             `"toeplitz"`. Defaults to `"dense"`.
         drop_path_rate: float. Stochastic depth rate of the last block.
             Defaults to `0.0`.
+        pooling: `None`, `"avg"` or `"max"`. `None` returns the token
+            features `(batch, tokens, hidden_dim)`; `"avg"` (the mean over
+            the tokens, as the classifier pools) or `"max"` returns
+            `{"sequence_output": tokens, "pooled_output": (batch,
+            hidden_dim)}`. Defaults to `None`.
         dtype: str or `keras.DTypePolicy`. Dtype policy of every layer.
             Defaults to `None`, the global policy.
         **kwargs: `keras_hub.models.Backbone` arguments, such as `name`.
@@ -73,6 +80,15 @@ class GMLPImageBackbone(Backbone):
     ...     ffn_dim=32)
     >>> backbone(np.zeros((2, 32, 32, 3))).shape
     (2, 16, 16)
+
+    Token features and a pooled vector:
+
+    >>> backbone = keras_gmlp.models.GMLPImageBackbone(
+    ...     image_size=32, patch_size=8, num_layers=2, hidden_dim=16,
+    ...     ffn_dim=32, pooling="avg")
+    >>> outputs = backbone(np.zeros((2, 32, 32, 3)))
+    >>> outputs["sequence_output"].shape, outputs["pooled_output"].shape
+    ((2, 16, 16), (2, 16))
 
     The paper's configurations by name, with random weights:
 
@@ -96,6 +112,7 @@ class GMLPImageBackbone(Backbone):
         attention_dim=None,
         spatial="dense",
         drop_path_rate=0.0,
+        pooling=None,
         dtype=None,
         **kwargs,
     ):
@@ -134,6 +151,20 @@ class GMLPImageBackbone(Backbone):
         self.final_norm = keras.layers.LayerNormalization(
             epsilon=1e-6, dtype=dtype, name="final_norm"
         )
+        self.pooler = None
+        if pooling == "avg":
+            self.pooler = keras.layers.GlobalAveragePooling1D(
+                dtype=dtype, name="pooled"
+            )
+        elif pooling == "max":
+            self.pooler = keras.layers.GlobalMaxPooling1D(
+                dtype=dtype, name="pooled"
+            )
+        elif pooling is not None:
+            raise ValueError(
+                f"Received pooling={pooling!r}; expected None (token "
+                "features only), 'avg' or 'max'."
+            )
 
         # === Functional Model ===
         images = keras.Input(shape=image_size + (num_channels,), name="images")
@@ -141,7 +172,13 @@ class GMLPImageBackbone(Backbone):
         for block in self.blocks:
             x = block(x)
         features = self.final_norm(x)
-        super().__init__(inputs=images, outputs=features, dtype=dtype, **kwargs)
+        outputs = features
+        if self.pooler is not None:
+            outputs = {
+                "sequence_output": features,
+                "pooled_output": self.pooler(features),
+            }
+        super().__init__(inputs=images, outputs=outputs, dtype=dtype, **kwargs)
 
         # === Config ===
         self.image_size = image_size
@@ -153,6 +190,7 @@ class GMLPImageBackbone(Backbone):
         self.attention_dim = attention_dim
         self.spatial = spatial
         self.drop_path_rate = drop_path_rate
+        self.pooling = pooling
         self.num_tokens = num_tokens
 
     def get_config(self):
@@ -168,6 +206,7 @@ class GMLPImageBackbone(Backbone):
                 "attention_dim": self.attention_dim,
                 "spatial": self.spatial,
                 "drop_path_rate": self.drop_path_rate,
+                "pooling": self.pooling,
             }
         )
         return config
@@ -187,11 +226,15 @@ class GMLPImageBackbone(Backbone):
             load_weights: bool. Whether to load the saved weights of a
                 folder or handle. Named presets have no weights. Defaults
                 to `True`.
-            **kwargs: constructor arguments that override the preset's.
+            **kwargs: constructor arguments that override the preset's,
+                such as `pooling="avg"` for a pooled output too.
         """
         if is_named_preset(preset):
+            pooling = kwargs.pop("pooling", None)
             config = resolve_config(
                 "image", BACKBONE_DEFAULTS, preset, **kwargs
             )
-            return cls(**{k: config[k] for k in BACKBONE_DEFAULTS})
+            return cls(
+                **{k: config[k] for k in BACKBONE_DEFAULTS}, pooling=pooling
+            )
         return super().from_preset(preset, load_weights=load_weights, **kwargs)

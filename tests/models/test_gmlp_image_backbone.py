@@ -117,6 +117,55 @@ class GMLPImageBackboneTest(TestCase):
             rtol=1e-4,
         )
 
+    def test_pooled_output_is_the_pooled_tokens(self):
+        rng = np.random.default_rng(2)
+        backbone = GMLPImageBackbone(**TINY, pooling="avg")
+        for weight in backbone.weights:
+            weight.assign(rng.normal(size=weight.shape) * 0.3)
+        images = rng.uniform(-1, 1, size=(2, 8, 8, 3)).astype("float32")
+        outputs = backbone(images)
+        tokens = numpy_backbone(backbone, images)
+        self.assertAllClose(
+            outputs["sequence_output"], tokens, atol=1e-4, rtol=1e-4
+        )
+        self.assertAllClose(
+            outputs["pooled_output"], tokens.mean(1), atol=1e-4, rtol=1e-4
+        )
+        config = dict(backbone.get_config(), pooling="max")
+        maximum = GMLPImageBackbone.from_config(config)
+        maximum.set_weights(backbone.get_weights())
+        self.assertAllClose(
+            maximum(images)["pooled_output"],
+            tokens.max(1),
+            atol=1e-4,
+            rtol=1e-4,
+        )
+        with pytest.raises(ValueError, match="pooling='token'"):
+            GMLPImageBackbone(**TINY, pooling="token")
+
+    def test_pooled_backbone_saves_and_serves_a_classifier(self):
+        from keras_gmlp.models import GMLPImageClassifier
+
+        self.run_model_saving_test(
+            cls=GMLPImageBackbone,
+            init_kwargs=dict(self.init_kwargs, pooling="avg"),
+            input_data=self.input_data,
+        )
+        plain = GMLPImageClassifier(GMLPImageBackbone(**TINY), num_classes=3)
+        pooled = GMLPImageClassifier(
+            GMLPImageBackbone(**TINY, pooling="avg"), num_classes=3
+        )
+        self.assertEqual(pooled.count_params(), plain.count_params())
+        pooled.set_weights(plain.get_weights())
+        self.assertAllClose(
+            pooled(self.input_data), plain(self.input_data), atol=1e-6
+        )
+        small = GMLPImageBackbone.from_preset(
+            "gmlp_micro4_32", num_layers=1, pooling="avg"
+        )
+        outputs = small(keras.ops.zeros((1, 32, 32, 3)))
+        self.assertEqual(tuple(outputs["pooled_output"].shape), (1, 64))
+
     def test_layer_names_and_drop_path_rates(self):
         backbone = GMLPImageBackbone(
             **dict(TINY, num_layers=5), drop_path_rate=0.2
@@ -147,6 +196,7 @@ class GMLPImageBackboneTest(TestCase):
                 "attention_dim",
                 "spatial",
                 "drop_path_rate",
+                "pooling",
             },
         )
         rebuilt = type(backbone)(**config)
