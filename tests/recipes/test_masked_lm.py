@@ -243,7 +243,7 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
     assert results["epochs"] == 3
     assert results["history"]["loss"][0] == first_epoch[0]["loss"]
     assert not (tmp_path / "backup").exists()
-    # The training checkpoint loads after `import keras_gmlp`
+    # The training checkpoint loads after `import keras_gmlp.models`
     # (tests/test_package.py checks what it registers).
     model = keras.saving.load_model(tmp_path / "best.keras")
     assert model.compiled
