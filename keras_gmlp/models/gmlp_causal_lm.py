@@ -124,6 +124,14 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             **kwargs,
         )
 
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config:
+            config["sampler"] = keras.saving.serialize_keras_object(
+                self.sampler
+            )
+        return config
+
     def call_with_cache(self, token_ids, cache, cache_update_index):
         """Logits of one position, given the tokens before it.
 

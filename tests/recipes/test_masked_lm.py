@@ -146,11 +146,6 @@ def test_fill_mask_prints_fillers(pretrained, capsys):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GMLPMaskedLM has no compile_from_config: a .keras checkpoint "
-    "reloads with the task's default compile, not its own optimizer",
-)
 def test_checkpoint_restores_its_optimizer(pretrained):
     output_dir, _ = pretrained
     model = keras.saving.load_model(output_dir / "last.keras")
