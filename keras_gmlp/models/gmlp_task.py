@@ -30,6 +30,20 @@ def saved_mixed_policy(preset):
     return None
 
 
+def with_saved_policy(preset, kwargs):
+    """`from_preset` keyword arguments that keep a saved mixed policy.
+
+    keras-hub 0.32 fails on a task preset saved under a mixed-precision
+    policy, and loads a backbone preset under the global policy; this
+    passes the saved policy as `dtype`, unless `kwargs` gives one.
+    """
+    if kwargs.get("dtype") is None:
+        policy = saved_mixed_policy(preset)
+        if policy is not None:
+            kwargs = dict(kwargs, dtype=policy)
+    return kwargs
+
+
 class GMLPTask:
     """What every gMLP task adds to its keras-hub task class (a mixin).
 
@@ -90,8 +104,5 @@ class GMLPTask:
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
-        if kwargs.get("dtype") is None:
-            policy = saved_mixed_policy(preset)
-            if policy is not None:
-                kwargs["dtype"] = policy
+        kwargs = with_saved_policy(preset, kwargs)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
