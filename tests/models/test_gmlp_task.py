@@ -71,7 +71,7 @@ def test_checkpoint_restores_the_compiled_optimizer(name, tmp_path):
     loaded = keras.saving.load_model(path)
 
     restored = loaded.optimizer
-    assert type(restored) is keras.optimizers.AdamW
+    assert isinstance(restored, keras.optimizers.AdamW)
     assert restored.weight_decay == pytest.approx(0.3)
     assert isinstance(
         restored._learning_rate, keras.optimizers.schedules.CosineDecay
