@@ -1,31 +1,34 @@
-"""gMLP and aMLP ("Pay Attention to MLPs", Liu et al. 2021) for Keras 3."""
+"""gMLP and aMLP ("Pay Attention to MLPs", Liu et al. 2021) for Keras 3.
+
+`import keras_gmlp` imports Keras and the layers (`keras_gmlp.layers`)
+only. The rest is imported when first used: `keras_gmlp.models` (and the
+`GMLP*` classes and `PRESETS` here, which come from it) builds on
+keras-hub, which imports TensorFlow. Importing `keras_gmlp.models`
+registers the models, tasks, preprocessors and the recipes' serializable
+pieces with Keras: do it before `keras.saving.load_model` of a saved task
+or keras-hub's `MaskedLM.from_preset(folder)` and friends.
+"""
+
+import importlib
 
 from keras_gmlp import layers
-from keras_gmlp import models
-from keras_gmlp.models import PRESETS
-from keras_gmlp.models import GMLPCausalLM
-from keras_gmlp.models import GMLPCausalLMPreprocessor
-from keras_gmlp.models import GMLPImageBackbone
-from keras_gmlp.models import GMLPImageClassifier
-from keras_gmlp.models import GMLPImageClassifierPreprocessor
-from keras_gmlp.models import GMLPImageConverter
-from keras_gmlp.models import GMLPMaskedLM
-from keras_gmlp.models import GMLPMaskedLMPreprocessor
-from keras_gmlp.models import GMLPTextBackbone
-from keras_gmlp.models import GMLPTextClassifier
-from keras_gmlp.models import GMLPTextClassifierPreprocessor
-from keras_gmlp.models import GMLPTokenizer
-
-# The recipes' serializable pieces (schedules, losses and metrics, training
-# layers) register themselves, so their checkpoints load after a plain
-# `import keras_gmlp`.
-from keras_gmlp.models import baselines as _baselines  # noqa: F401
-from keras_gmlp.training import text_metrics as _text_metrics  # noqa: F401
-from keras_gmlp.training import text_models as _text_models  # noqa: F401
 
 __version__ = "0.1.0"
 
-__all__ = [
+# Subpackages and modules imported on first use.
+SUBMODULES = (
+    "cli",
+    "convert",
+    "data",
+    "export",
+    "generation",
+    "models",
+    "plots",
+    "training",
+    "workflows",
+)
+# Names of `keras_gmlp.models` exported here too.
+MODEL_NAMES = (
     "GMLPCausalLM",
     "GMLPCausalLMPreprocessor",
     "GMLPImageBackbone",
@@ -39,7 +42,18 @@ __all__ = [
     "GMLPTextClassifierPreprocessor",
     "GMLPTokenizer",
     "PRESETS",
-    "__version__",
-    "layers",
-    "models",
-]
+)
+
+__all__ = [*MODEL_NAMES, "__version__", "layers", "models"]
+
+
+def __getattr__(name):
+    if name in SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name in MODEL_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.models"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__) | set(SUBMODULES))

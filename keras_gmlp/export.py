@@ -635,7 +635,7 @@ def main(argv=None):
             "usage: KERAS_BACKEND=tensorflow python -m keras_gmlp.export "
             "SERVING_MODEL.keras EXPORT_DIR"
         )
-    import keras_gmlp  # noqa: F401  (registers the layers)
+    import keras_gmlp.models  # noqa: F401  (registers the classes)
 
     serving = keras.saving.load_model(argv[0])
     _export(serving, argv[1])

@@ -19,9 +19,10 @@ def _blocks(model):
 def _token_predictor(model):
     """A function from a token-id buffer to logits for `model`.
 
-    A builder's model takes the ids; a `GMLPCausalLM` takes a dict of ids
-    and padding mask, and is run through a plain functional view of its
-    graph, so that no preprocessor is applied.
+    A model from token ids takes the buffer; a task (a `GMLPCausalLM`, as
+    `keras_gmlp.models.causal_lm` builds it) is run on its dict of ids and
+    padding mask through a plain functional view of its graph, so that no
+    preprocessor it may hold is applied.
     """
     if not isinstance(model.input, dict):
         return model.predict_on_batch

@@ -1,8 +1,10 @@
+import importlib
 import os
 import subprocess
 import sys
 
 import keras
+import pytest
 
 import keras_gmlp
 
@@ -38,13 +40,11 @@ def run_fresh(code):
     return result.stdout
 
 
-def test_import_registers_models_and_recipe_objects():
-    # A fresh process: what `import keras_gmlp` alone registers. The
-    # models build on keras-hub, so it is imported.
+def test_import_models_registers_models_and_recipe_objects():
+    # A fresh process: what `import keras_gmlp.models` registers, for
+    # `keras.saving.load_model` and keras-hub's `from_preset`.
     code = (
-        "import sys, keras, keras_gmlp\n"
-        "keras_gmlp.models.masked_lm('gmlp_tiny', num_layers=1)\n"
-        "keras_gmlp.models.image_classifier('gmlp_micro4_32', num_layers=1)\n"
+        "import sys, keras, keras_gmlp.models\n"
         f"for name in {RECIPE_OBJECTS + TEXT_CLASSES!r}:\n"
         "    assert keras.saving.get_registered_object(f'keras_gmlp>{name}')\n"
         "print('keras_hub' in sys.modules)\n"
@@ -52,15 +52,53 @@ def test_import_registers_models_and_recipe_objects():
     assert run_fresh(code).split() == ["True"]
 
 
-def test_layers_code_needs_neither_tensorflow_nor_keras_hub():
-    # The layers' modules, run without the package's __init__ (which loads
-    # the keras-hub models), import keras only.
-    package = os.path.dirname(keras_gmlp.__file__)
+def test_import_keras_gmlp_loads_the_models_when_first_used():
+    # `import keras_gmlp` alone registers no task; a name of the models
+    # imports (and registers) them.
     code = (
-        "import sys, types, keras\n"
-        "package = types.ModuleType('keras_gmlp')\n"
-        f"package.__path__ = [{package!r}]\n"
-        "sys.modules['keras_gmlp'] = package\n"
+        "import sys, keras, keras_gmlp\n"
+        "name = 'keras_gmlp>GMLPMaskedLM'\n"
+        "print(keras.saving.get_registered_object(name) is None)\n"
+        "print('keras_hub' in sys.modules)\n"
+        "keras_gmlp.GMLPMaskedLM\n"
+        "print(keras.saving.get_registered_object(name) is not None)\n"
+    )
+    assert run_fresh(code).split() == ["True", "False", "True"]
+
+
+def test_a_saved_task_needs_the_models_imported(tmp_path):
+    # Forgetting `import keras_gmlp.models`: Keras' error names the class
+    # and its module.
+    models = importlib.import_module("keras_gmlp.models")
+    task = models.masked_lm(
+        vocabulary_size=10,
+        sequence_length=4,
+        num_layers=1,
+        hidden_dim=4,
+        ffn_dim=8,
+    )
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+    load = f"keras.saving.load_model({path!r})\n"
+    result = subprocess.run(
+        [sys.executable, "-c", "import keras, keras_gmlp\n" + load],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0
+    assert "GMLPMaskedLM" in result.stderr
+    assert "keras_gmlp.models.gmlp_masked_lm" in result.stderr
+    code = "import keras, keras_gmlp.models\n" + load + "print('loaded')\n"
+    assert run_fresh(code).split() == ["loaded"]
+
+
+@pytest.mark.parametrize("module", ["keras_gmlp.layers", "keras_gmlp"])
+def test_layers_need_neither_tensorflow_nor_keras_hub(module):
+    # A plain import in a fresh process: the package imports its layers
+    # (Keras only) and nothing else.
+    code = (
+        f"import sys, keras, {module}\n"
         "import keras_gmlp.layers\n"
         "x = keras.ops.ones((1, 4, 8))\n"
         "keras_gmlp.layers.GMLPBlock(ffn_dim=16, attention_dim=4)(x)\n"
@@ -72,6 +110,10 @@ def test_layers_code_needs_neither_tensorflow_nor_keras_hub():
 
 def test_public_api():
     assert keras_gmlp.PRESETS is keras_gmlp.models.PRESETS
+    assert set(keras_gmlp.__all__) <= set(dir(keras_gmlp))
+    assert {"models", "training", "data"} <= set(dir(keras_gmlp))
+    with pytest.raises(AttributeError, match="no attribute 'modles'"):
+        keras_gmlp.modles  # noqa: B018
     for name in TEXT_CLASSES:
         assert getattr(keras_gmlp, name) is getattr(keras_gmlp.models, name)
         assert name in keras_gmlp.__all__

@@ -1,6 +1,13 @@
 """gMLP and aMLP models: keras-hub backbones, tasks and preprocessors, the
-functional builders (the short form) and the paper's presets."""
+builders (the short form) and the paper's presets.
 
+Importing this package registers every serializable class of the package
+with Keras, the recipes' pieces (schedules, metrics, the layers of earlier
+checkpoints, the baselines' input layer) included: a saved task, preset or
+checkpoint loads after `import keras_gmlp.models`.
+"""
+
+from keras_gmlp.models import baselines as _baselines  # noqa: F401
 from keras_gmlp.models.causal_lm import causal_lm
 from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
@@ -28,6 +35,9 @@ from keras_gmlp.models.masked_lm import masked_lm
 from keras_gmlp.models.masked_lm import text_encoder
 from keras_gmlp.models.presets import PRESETS
 from keras_gmlp.models.text_classifier import text_classifier
+from keras_gmlp.training import schedules as _schedules  # noqa: F401
+from keras_gmlp.training import text_metrics as _text_metrics  # noqa: F401
+from keras_gmlp.training import text_models as _text_models  # noqa: F401
 
 __all__ = [
     "GMLPCausalLM",

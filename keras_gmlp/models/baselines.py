@@ -17,10 +17,9 @@ inside), so both train on the same data, targets and schedule:
 the gMLP blocks'. New baselines (rotary or relative positions, FNet, ViT)
 join the `MASKED_LM_BASELINES` / `CAUSAL_LM_BASELINES` tables.
 
-keras-hub is imported when a baseline is built, not with this module, so
-`import keras_gmlp` registers `BertInputs` (for loading checkpoints)
-without it; a checkpoint holding a baseline loads once `keras_hub` is
-imported too.
+This module imports keras-hub only when a baseline is built.
+`import keras_gmlp.models` registers `BertInputs`, so a checkpoint holding
+a baseline loads after it.
 """
 
 import keras

@@ -10,10 +10,11 @@ from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
 from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
+from keras_gmlp.models.gmlp_text_task import GMLPTextTask
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPCausalLM(CausalLM):
+class GMLPCausalLM(GMLPTextTask, CausalLM):
     """A causal (autoregressive) gMLP or aMLP language model.
 
     A causal `GMLPTextBackbone` (spatial weights `W[i, j] = 0` for `j > i`,
@@ -41,7 +42,8 @@ class GMLPCausalLM(CausalLM):
 
     Call arguments:
         inputs: dict of `"token_ids"` and `"padding_mask"`, `(batch,
-            tokens)`.
+            tokens)`, or token ids alone (the padding mask is
+            `token_ids != 0`).
 
     Returns:
         Next-token logits `(batch, tokens, vocabulary_size)`.
@@ -121,6 +123,14 @@ class GMLPCausalLM(CausalLM):
             sampler=sampler,
             **kwargs,
         )
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        if config:
+            config["sampler"] = keras.saving.serialize_keras_object(
+                self.sampler
+            )
+        return config
 
     def call_with_cache(self, token_ids, cache, cache_update_index):
         """Logits of one position, given the tokens before it.

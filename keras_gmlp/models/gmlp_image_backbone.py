@@ -6,6 +6,7 @@ from keras_gmlp.layers.patch_embedding import PatchEmbedding
 from keras_gmlp.layers.patch_embedding import pair
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_task import with_saved_policy
 from keras_gmlp.models.presets import PRESETS
 
 # The constructor arguments that a named image preset configures.
@@ -237,4 +238,5 @@ class GMLPImageBackbone(Backbone):
             return cls(
                 **{k: config[k] for k in BACKBONE_DEFAULTS}, pooling=pooling
             )
+        kwargs = with_saved_policy(preset, kwargs)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)

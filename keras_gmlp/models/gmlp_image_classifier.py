@@ -15,7 +15,7 @@ from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
 from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
-from keras_gmlp.training.optimizers import NO_DECAY_NAMES
+from keras_gmlp.models.gmlp_task import GMLPTask
 from keras_gmlp.training.optimizers import adamw
 
 
@@ -51,7 +51,7 @@ TASK_DEFAULTS = {
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPImageClassifier(ImageClassifier):
+class GMLPImageClassifier(GMLPTask, ImageClassifier):
     """gMLP image classification task: images in, class logits out.
 
     The `GMLPImageBackbone`'s token features (its `"sequence_output"`
@@ -189,14 +189,6 @@ class GMLPImageClassifier(ImageClassifier):
         config["head_dtype"] = head_dtype
         return config
 
-    def get_layer(self, name=None, index=None):
-        """Returns a layer of the task or, by name, of its backbone."""
-        if name is None or index is not None:
-            return super().get_layer(name=name, index=index)
-        if any(layer.name == name for layer in self.layers):
-            return super().get_layer(name=name)
-        return self.backbone.get_layer(name=name)
-
     def compile(
         self, optimizer="auto", loss="auto", *, metrics="auto", **kwargs
     ):
@@ -224,24 +216,6 @@ class GMLPImageClassifier(ImageClassifier):
         Task.compile(
             self, optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
-
-    def compile_from_config(self, config):
-        # Keras skips an overridden `compile()` when loading a `.keras`
-        # file; this one takes the saved settings, so a reloaded task
-        # keeps its optimizer (and its state) instead of the defaults.
-        config = keras.saving.deserialize_keras_object(config)
-        optimizer = config.get("optimizer")
-        if isinstance(optimizer, keras.optimizers.AdamW):
-            # Keras does not save which variables skip weight decay.
-            optimizer.exclude_from_weight_decay(
-                var_list=[
-                    v for v in self.trainable_variables if len(v.shape) <= 1
-                ],
-                var_names=list(NO_DECAY_NAMES),
-            )
-        self.compile(**config)
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):

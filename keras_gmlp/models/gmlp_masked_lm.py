@@ -9,10 +9,11 @@ from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
 from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
+from keras_gmlp.models.gmlp_text_task import GMLPTextTask
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPMaskedLM(MaskedLM):
+class GMLPMaskedLM(GMLPTextTask, MaskedLM):
     """A gMLP (or aMLP) masked language model.
 
     Predicts the tokens at `mask_positions` from the backbone's final
@@ -36,7 +37,9 @@ class GMLPMaskedLM(MaskedLM):
 
     Call arguments:
         inputs: dict of `"token_ids"` and `"padding_mask"` `(batch,
-            tokens)` and `"mask_positions"`, int `(batch, masks)`.
+            tokens)` and `"mask_positions"`, int `(batch, masks)`; or
+            token ids alone (the padding mask is `token_ids != 0`).
+            Without `"mask_positions"`, every position is predicted.
 
     Returns:
         Logits `(batch, masks, vocabulary_size)`.
@@ -84,6 +87,17 @@ class GMLPMaskedLM(MaskedLM):
         hidden = ops.take_along_axis(hidden, positions, axis=1)
         outputs = backbone.token_embedding(hidden, reverse=True)
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+
+    def token_inputs(self, inputs):
+        inputs = super().token_inputs(inputs)
+        if (
+            isinstance(inputs, dict)
+            and "token_ids" in inputs
+            and "mask_positions" not in inputs
+        ):
+            ones = ops.ones_like(inputs["token_ids"], dtype="int32")
+            inputs = dict(inputs, mask_positions=ops.cumsum(ones, axis=1) - 1)
+        return inputs
 
     def compile(
         self,

@@ -7,6 +7,7 @@ from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_task import with_saved_policy
 from keras_gmlp.models.presets import PRESETS
 
 BACKBONE_DEFAULTS = {
@@ -219,6 +220,7 @@ class GMLPTextBackbone(Backbone):
         """
         if paper_preset(preset):
             return cls(**backbone_config(preset, **kwargs))
+        kwargs = with_saved_policy(preset, kwargs)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
 

@@ -8,15 +8,16 @@ from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
+from keras_gmlp.models.gmlp_text_task import GMLPTextTask
 from keras_gmlp.models.last_token_pooling import LastTokenPooling
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPTextClassifier(TextClassifier):
+class GMLPTextClassifier(GMLPTextTask, TextClassifier):
     """A gMLP (or aMLP) text classifier.
 
     Pools one token of the backbone's final hidden states, applies dropout
-    and a dense layer to `num_classes` logits. A bidirectional backbone
+    and a dense layer (`head`) to `num_classes` logits. A bidirectional backbone
     pools the first token (`[CLS]`), as the paper and BERT do. A causal
     backbone pools the last real token of each row (the final `[SEP]` of
     the packed text), the only one that has seen the whole text, as GPT
@@ -39,7 +40,8 @@ class GMLPTextClassifier(TextClassifier):
 
     Call arguments:
         inputs: dict of `"token_ids"` and `"padding_mask"`, `(batch,
-            tokens)`.
+            tokens)`, or token ids alone (the padding mask is
+            `token_ids != 0`).
 
     Returns:
         Logits `(batch, num_classes)`.
@@ -97,7 +99,7 @@ class GMLPTextClassifier(TextClassifier):
             dropout, dtype=backbone.dtype_policy, name="output_dropout"
         )
         self.output_dense = keras.layers.Dense(
-            num_classes, dtype=backbone.dtype_policy, name="logits"
+            num_classes, dtype=backbone.dtype_policy, name="head"
         )
 
         # === Functional Model ===

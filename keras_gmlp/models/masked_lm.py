@@ -1,113 +1,66 @@
-import keras
+"""The text builders' shared configuration, and `masked_lm`."""
 
-from keras_gmlp.layers.gmlp_block import GMLPBlock
-from keras_gmlp.layers.tied_embedding import TiedEmbedding
-from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
+from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 
-TEXT_DEFAULTS = {
-    "vocabulary_size": 32000,
-    "sequence_length": 512,
-    "num_layers": 48,
-    "hidden_dim": 512,
-    "ffn_dim": 3072,
-    "attention_dim": None,
-    "spatial": "toeplitz",
-    "causal": False,
-    "gating": "split",
-    "drop_path_rate": 0.0,
-    "padding_id": 0,
-    "dtype": None,
-    "name": None,
-}
+# Every keyword of the text builders, with its default: the arguments of
+# `GMLPTextBackbone` (a 48-block gMLP of width 512 over 512 tokens of a
+# 32,000-token vocabulary, Toeplitz spatial weights), `name` (the task's)
+# and `padding_id`.
+TEXT_DEFAULTS = {**BACKBONE_DEFAULTS, "padding_id": 0}
 
 
-def text_backbone(config):
-    """Builds the token-level network shared by the text models.
+def text_backbone(defaults, preset=None, config=None, causal=None):
+    """Resolves a text builder's configuration and builds its backbone.
 
     Args:
-        config: dict. A resolved text configuration.
+        defaults: dict. The builder's keywords and defaults.
+        preset: str. A text preset of `keras_gmlp.PRESETS`, or `None`.
+        config: dict. The builder's keyword overrides.
+        causal: bool. Overrides the resolved `causal`, or `None`.
 
     Returns:
-        `(token_ids, hidden, embedding)`: the input, the final normalised
-        hidden states `(batch, tokens, hidden_dim)` and the `TiedEmbedding`
-        whose transpose gives vocabulary logits.
+        `(backbone, config)`: a new `GMLPTextBackbone` and the resolved
+        configuration.
     """
-    dtype = config["dtype"]
-    embedding = TiedEmbedding(
-        config["vocabulary_size"],
-        config["hidden_dim"],
-        mask_zero=config["padding_id"] == 0,
-        dtype=dtype,
-        name="token_embedding",
-    )
+    config = resolve_config("text", defaults, preset, **(config or {}))
+    if causal is not None:
+        config["causal"] = causal
     if config["padding_id"] not in (0, None):
         raise ValueError(
             f"Received padding_id={config['padding_id']}; expected 0 (the "
             "tokenizers' [PAD] id) or None."
         )
-    rates = drop_path_rates(config["drop_path_rate"], config["num_layers"])
-    token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-    x = embedding(token_ids)
-    for i, rate in enumerate(rates):
-        x = GMLPBlock(
-            ffn_dim=config["ffn_dim"],
-            sequence_length=config["sequence_length"],
-            attention_dim=config["attention_dim"],
-            spatial=config["spatial"],
-            causal=config["causal"],
-            gating=config["gating"],
-            drop_path_rate=rate,
-            dtype=dtype,
-            name=f"block_{i}",
-        )(x)
-    hidden = keras.layers.LayerNormalization(
-        epsilon=1e-6, dtype=dtype, name="final_norm"
-    )(x)
-    return token_ids, hidden, embedding
+    backbone = GMLPTextBackbone(
+        **{key: config[key] for key in BACKBONE_DEFAULTS if key != "name"}
+    )
+    return backbone, config
 
 
 def masked_lm(preset=None, **config):
-    """Builds a gMLP (or aMLP) masked language model that returns logits.
+    """Builds a gMLP (or aMLP) masked language model.
 
-    Token embedding, `num_layers` gMLP blocks, a final LayerNorm, and
-    vocabulary logits through the transposed token embedding. There are
-    no position embeddings: the spatial weights carry position.
+    The short form of `GMLPMaskedLM(GMLPTextBackbone(...))`, without a
+    preprocessor: vocabulary logits through the transposed token
+    embedding, so the paper's parameter counts hold exactly. Called on
+    token ids alone, it predicts every position.
 
     Args:
-        preset: str. A name of a text preset of `keras_gmlp.PRESETS`, such
-            as `"gmlp_base"` or `"amlp_tiny"`; the keywords below override
-            its values. Defaults to `None`.
-        causal: bool. Causal spatial weights and attention. Defaults to
-            `False`.
-        vocabulary_size: int. Number of token ids. Defaults to `32000`.
-        sequence_length: int. Largest number of tokens; shorter inputs
-            work. Defaults to `512`.
-        num_layers: int. Number of gMLP blocks. Defaults to `48`.
-        hidden_dim: int. Width of the tokens (`d_model`). Defaults to
-            `512`.
-        ffn_dim: int. Width of the channel expansion (`d_ffn`). Defaults
-            to `3072`.
-        attention_dim: int. Tiny attention head size (aMLP), or `None`.
-            Defaults to `None`.
-        spatial: str. `"toeplitz"` (shift-invariant, the paper's language
-            models) or `"dense"` spatial weights. Defaults to
-            `"toeplitz"`.
-        gating: str. `"split"` (the SGU) or an ablation of the paper's
-            Table 3: `"multiplicative"`, `"additive"`, `"linear"`.
-            Defaults to `"split"`.
-        drop_path_rate: float. Stochastic depth rate of the last block.
-            Defaults to `0.0`.
-        padding_id: int. Token id of padding, masked out of the tiny
-            attention and of the loss; `None` for no masking. Defaults to
-            `0`.
-        dtype: str or `keras.DTypePolicy`. Dtype policy of every layer.
-            Defaults to `None`, the global policy.
-        name: str. Name of the model. Defaults to `None`.
+        preset: str. A text preset of `keras_gmlp.PRESETS`, such as
+            `"gmlp_base"` or `"amlp_tiny"`; the keywords override its
+            values. Defaults to `None`.
+        **config: the arguments of `keras_gmlp.GMLPTextBackbone`
+            (`vocabulary_size`, `sequence_length`, `num_layers`,
+            `hidden_dim`, `ffn_dim`, `attention_dim`, `spatial`, `causal`,
+            `gating`, `drop_path_rate`, `dtype`), `name` (the task's) and
+            `padding_id` (`0`, or `None`; the padding mask of token ids
+            alone is `token_ids != 0`: pass a dict with a `"padding_mask"`
+            for another). Their defaults are `TEXT_DEFAULTS`.
 
     Returns:
-        A functional `keras.Model` from token ids `(batch, tokens)` to
-        logits `(batch, tokens, vocabulary_size)`.
+        A `keras_gmlp.GMLPMaskedLM`, compiled with its defaults.
 
     Example:
 
@@ -115,31 +68,30 @@ def masked_lm(preset=None, **config):
     >>> model(keras.ops.ones((2, 16), "int32")).shape
     (2, 16, 8192)
     """
-    config = resolve_config("text", TEXT_DEFAULTS, preset, **config)
-    token_ids, hidden, embedding = text_backbone(config)
-    logits = embedding(hidden, reverse=True)
-    return keras.Model(
-        token_ids, logits, name=config["name"] or "gmlp_masked_lm"
-    )
+    backbone, config = text_backbone(TEXT_DEFAULTS, preset, config)
+    return GMLPMaskedLM(backbone, name=config["name"] or "gmlp_masked_lm")
 
 
 def text_encoder(model):
-    """Returns the encoder of a text model built by this package.
+    """Returns the text backbone of a gMLP text task.
 
     Args:
-        model: a `masked_lm` or `causal_lm` model (or an encoder).
+        model: a gMLP text task (`masked_lm`, `causal_lm`,
+            `text_classifier`) or a `GMLPTextBackbone`.
 
     Returns:
-        A `keras.Model` named `"encoder"` from token ids to the final
-        hidden states, sharing its weights with `model`.
+        Its `keras_gmlp.GMLPTextBackbone`, from `{"token_ids",
+        "padding_mask"}` to the final hidden states, sharing its weights
+        with `model`.
     """
-    if model.name == "encoder":
+    if isinstance(model, GMLPTextBackbone):
         return model
-    try:
-        hidden = model.get_layer("final_norm").output
-    except ValueError:
+    backbone = getattr(model, "backbone", None)
+    if not isinstance(backbone, GMLPTextBackbone):
         raise ValueError(
-            f"Model {model.name!r} has no layer 'final_norm'; expected a "
-            "model built by keras_gmlp.models.masked_lm or causal_lm."
-        ) from None
-    return keras.Model(model.inputs, hidden, name="encoder")
+            f"Received model {model.name!r} ({type(model).__name__}), which "
+            "has no GMLPTextBackbone; expected a gMLP text task (built by "
+            "keras_gmlp.models.masked_lm, causal_lm or text_classifier) or "
+            "a GMLPTextBackbone."
+        )
+    return backbone

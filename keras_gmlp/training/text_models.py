@@ -5,7 +5,7 @@ Earlier versions trained a functional gMLP model that took
 masked positions with `GatherPositions`. Pretraining now trains
 `keras_gmlp.GMLPMaskedLM`; `GatherPositions` stays registered so that the
 checkpoints (`best.keras`, `last.keras`) of those runs load after
-`import keras_gmlp`, and `keras-gmlp evaluate` and `fill-mask` read them.
+`import keras_gmlp.models`, and `keras-gmlp evaluate` and `fill-mask` read them.
 """
 
 import keras

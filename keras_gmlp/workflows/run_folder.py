@@ -102,20 +102,14 @@ def find_file(run_dir, names, what="model"):
 
 
 def load_preset(task_class, folder):
-    """`task_class.from_preset(folder)`, for any saved dtype policy.
+    """`task_class.from_preset(folder)`: a run's saved task or backbone.
 
-    keras-hub 0.32 cannot resolve a saved mixed-precision policy by
-    itself (`is_float_dtype("mixed_bfloat16")` raises), so the saved
-    policy is passed explicitly.
+    The gMLP classes' `from_preset` keeps a preset's mixed-precision
+    policy, which keras-hub 0.32's own loader cannot resolve.
 
     Args:
-        task_class: a keras-hub task class, such as `GMLPMaskedLM`.
+        task_class: a gMLP task or backbone class, such as `GMLPMaskedLM`,
+            or `keras_hub.models.Backbone`.
         folder: str. A folder written by `save_to_preset`.
     """
-    with open(os.path.join(folder, "config.json")) as file:
-        dtype = json.load(file).get("config", {}).get("dtype")
-    if isinstance(dtype, dict):
-        dtype = dtype.get("config", {}).get("name")
-    if dtype is None:
-        return task_class.from_preset(folder)
-    return task_class.from_preset(folder, dtype=dtype)
+    return task_class.from_preset(folder)

@@ -132,9 +132,7 @@ def pretrained_preset(path):
     raise FileNotFoundError(
         f"No preset in {path!r}; expected the --output-dir of a gMLP "
         "pretraining run (with a preset/ folder) or a preset folder. Runs "
-        "of earlier versions saved masked_lm.keras instead: train again, "
-        "or build the classifier with keras_gmlp.models.text_classifier("
-        "encoder=...)."
+        "of earlier versions saved masked_lm.keras instead: train again."
     )
 
 

@@ -1,4 +1,4 @@
-"""Loads `.keras` files after a plain `import keras_gmlp` and predicts.
+"""Loads `.keras` files after `import keras_gmlp.models` and predicts.
 
 Usage: python predict_saved.py FOLDER. For each `NAME.keras` in FOLDER it
 reads the inputs `NAME.inputs.npy` and writes `NAME.<backend>.npy`.
@@ -10,7 +10,7 @@ import sys
 import keras
 import numpy as np
 
-import keras_gmlp  # noqa: F401  (registers the layers)
+import keras_gmlp.models  # noqa: F401  (registers the classes)
 
 folder = pathlib.Path(sys.argv[1])
 for path in sorted(folder.glob("*.keras")):

@@ -44,7 +44,7 @@ def predict_in_another_backend(preset_dir, base_class, inputs_path, backend):
     code = (
         ("import torch\n" if backend == "torch" else "")
         + "import sys, keras, keras_hub, numpy as np\n"
-        + "import keras_gmlp\n"
+        + "import keras_gmlp.models  # registers the classes\n"
         + f"task = keras_hub.models.{base_class}.from_preset(sys.argv[1])\n"
         + "inputs = dict(np.load(sys.argv[2]))\n"
         + "out = keras.ops.convert_to_numpy(task(inputs))\n"

@@ -82,7 +82,7 @@ def test_reload_in_process_gives_identical_outputs(saved_folder):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_loads_in_a_fresh_process_on_every_backend(saved_folder, backend):
-    """A file saved here loads after a plain `import keras_gmlp` there."""
+    """A file saved here loads after `import keras_gmlp.models` there."""
     env = dict(os.environ, KERAS_BACKEND=backend)
     subprocess.run(
         [sys.executable, str(SCRIPT), str(saved_folder)],

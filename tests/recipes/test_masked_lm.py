@@ -146,11 +146,6 @@ def test_fill_mask_prints_fillers(pretrained, capsys):
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GMLPMaskedLM has no compile_from_config: a .keras checkpoint "
-    "reloads with the task's default compile, not its own optimizer",
-)
 def test_checkpoint_restores_its_optimizer(pretrained):
     output_dir, _ = pretrained
     model = keras.saving.load_model(output_dir / "last.keras")
@@ -243,7 +238,7 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
     assert results["epochs"] == 3
     assert results["history"]["loss"][0] == first_epoch[0]["loss"]
     assert not (tmp_path / "backup").exists()
-    # The training checkpoint loads after `import keras_gmlp`
+    # The training checkpoint loads after `import keras_gmlp.models`
     # (tests/test_package.py checks what it registers).
     model = keras.saving.load_model(tmp_path / "best.keras")
     assert model.compiled

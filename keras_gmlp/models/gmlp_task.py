@@ -1,0 +1,108 @@
+import keras
+from keras_hub.src.utils.preset_utils import get_preset_loader
+
+from keras_gmlp.training.optimizers import no_decay_variables
+
+# Entries a task adds to its compile config: the trainable variables (by
+# path) its optimizer leaves out of weight decay (Keras saves an
+# optimizer's configuration but not its exclusions), and whether the
+# optimizer was built (had state to save).
+NO_WEIGHT_DECAY = "no_weight_decay"
+OPTIMIZER_BUILT = "optimizer_built"
+
+
+def saved_mixed_policy(preset):
+    """The mixed-precision policy name a saved preset was written with.
+
+    Args:
+        preset: str. A preset folder or a keras-hub handle.
+
+    Returns:
+        The policy name, such as `"mixed_bfloat16"`, or `None` when the
+        preset's backbone has no policy or a plain one.
+    """
+    config = get_preset_loader(preset).config
+    dtype = config.get("config", {}).get("dtype")
+    if isinstance(dtype, dict):
+        dtype = dtype.get("config", {}).get("name")
+    if isinstance(dtype, str) and dtype.startswith("mixed_"):
+        return dtype
+    return None
+
+
+def with_saved_policy(preset, kwargs):
+    """`from_preset` keyword arguments that keep a saved mixed policy.
+
+    keras-hub 0.32 fails on a task preset saved under a mixed-precision
+    policy, and loads a backbone preset under the global policy; this
+    passes the saved policy as `dtype`, unless `kwargs` gives one.
+    """
+    if kwargs.get("dtype") is None:
+        policy = saved_mixed_policy(preset)
+        if policy is not None:
+            kwargs = dict(kwargs, dtype=policy)
+    return kwargs
+
+
+class GMLPTask:
+    """What every gMLP task adds to its keras-hub task class (a mixin).
+
+    - `get_layer(name)` also finds the backbone's layers (`"block_0"`,
+      `"final_norm"`, `"token_embedding"` ...), as in the flat functional
+      models of earlier versions.
+    - A `.keras` file restores the task's own compiled optimizer (its
+      class, learning-rate schedule, state and the variables it leaves out
+      of weight decay), loss and metrics: Keras does not call an
+      overridden `compile()` when loading, so `compile_from_config` does.
+    - `from_preset()` of a preset saved under a mixed-precision policy
+      (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
+      fails on it. Pass `dtype=` to choose another.
+    """
+
+    def get_layer(self, name=None, index=None):
+        """Returns a layer of the task or, by name, of its backbone."""
+        if name is None or index is not None:
+            return super().get_layer(name=name, index=index)
+        if any(layer.name == name for layer in self.layers):
+            return super().get_layer(name=name)
+        return self.backbone.get_layer(name=name)
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        optimizer = getattr(self, "optimizer", None)
+        if config and optimizer is not None:
+            config[OPTIMIZER_BUILT] = bool(optimizer.built)
+        if config and getattr(optimizer, "weight_decay", None):
+            config[NO_WEIGHT_DECAY] = [
+                variable.path
+                for variable in self.trainable_variables
+                if not optimizer._use_weight_decay(variable)
+            ]
+        return config
+
+    def compile_from_config(self, config):
+        config = keras.saving.deserialize_keras_object(config)
+        exempt = config.pop(NO_WEIGHT_DECAY, None)
+        optimizer_built = config.pop(OPTIMIZER_BUILT, True)
+        optimizer = config.get("optimizer")
+        if isinstance(optimizer, keras.optimizers.Optimizer) and getattr(
+            optimizer, "weight_decay", None
+        ):
+            if exempt is None:
+                # Saved before the exclusions were: the defaults' own.
+                variables = no_decay_variables(self)
+            else:
+                exempt = set(exempt)
+                variables = [
+                    v for v in self.trainable_variables if v.path in exempt
+                ]
+            optimizer.exclude_from_weight_decay(var_list=variables)
+        self.compile(**config)
+        if self.built and optimizer_built:
+            # Create the optimizer's variables: the file's state loads next.
+            self.optimizer.build(self.trainable_variables)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        kwargs = with_saved_policy(preset, kwargs)
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)

@@ -1,0 +1,142 @@
+"""What every gMLP task shares: its `.keras` file restores its own compiled
+optimizer, and a mixed-precision preset loads through `from_preset`."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp import models
+
+TEXT = dict(
+    vocabulary_size=20,
+    sequence_length=6,
+    num_layers=1,
+    hidden_dim=4,
+    ffn_dim=8,
+    attention_dim=2,
+)
+IMAGE = dict(image_size=8, patch_size=4, num_layers=1, hidden_dim=4, ffn_dim=8)
+TASKS = ("causal_lm", "image_classifier", "masked_lm", "text_classifier")
+
+
+def task_and_data(name, **kwargs):
+    """A tiny task of builder `name` and a batch `(x, y)` it trains on."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(1, 20, size=(4, 6)).astype("int32")
+    labels = np.arange(4) % 3
+    if name == "image_classifier":
+        task = models.image_classifier(num_classes=3, **IMAGE, **kwargs)
+        return task, rng.normal(size=(4, 8, 8, 3)).astype("float32"), labels
+    if name == "text_classifier":
+        task = models.text_classifier(
+            num_classes=3, dropout=0.0, **TEXT, **kwargs
+        )
+        return task, ids, labels
+    return getattr(models, name)(**TEXT, **kwargs), ids, ids
+
+
+def as_numpy(values):
+    return [keras.ops.convert_to_numpy(v) for v in values]
+
+
+def decays(task):
+    """Whether the task's optimizer decays each trainable variable."""
+    return {
+        v.path: task.optimizer._use_weight_decay(v)
+        for v in task.trainable_variables
+    }
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_checkpoint_restores_the_compiled_optimizer(name, tmp_path):
+    task, x, y = task_and_data(name)
+    schedule = keras.optimizers.schedules.CosineDecay(
+        0.0, decay_steps=10, warmup_target=1e-2, warmup_steps=3
+    )
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.3)
+    # Not a default exclusion: it has to be saved to come back.
+    optimizer.exclude_from_weight_decay(var_names=["gamma"])
+    extra = {"sampler": "greedy"} if name == "causal_lm" else {}
+    task.compile(
+        optimizer=optimizer,
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        **extra,
+    )
+    task.fit(x, y, batch_size=2, epochs=1, shuffle=False, verbose=0)
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+
+    loaded = keras.saving.load_model(path)
+
+    restored = loaded.optimizer
+    assert isinstance(restored, keras.optimizers.AdamW)
+    assert restored.weight_decay == pytest.approx(0.3)
+    assert isinstance(
+        restored._learning_rate, keras.optimizers.schedules.CosineDecay
+    )
+    assert restored._learning_rate.get_config() == schedule.get_config()
+    assert int(keras.ops.convert_to_numpy(restored.iterations)) == 2
+    for saved, back in zip(
+        as_numpy(optimizer.variables), as_numpy(restored.variables), strict=True
+    ):
+        np.testing.assert_array_equal(back, saved)
+    assert decays(loaded) == decays(task)
+    assert not all(decays(loaded).values())
+    if name == "causal_lm":
+        assert type(loaded.sampler).__name__ == "GreedySampler"
+    # Training goes on from the same state.
+    task.train_on_batch(x[:2], y[:2])
+    loaded.train_on_batch(x[:2], y[:2])
+    for expected, got in zip(
+        as_numpy(task.weights), as_numpy(loaded.weights), strict=True
+    ):
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_an_untrained_checkpoint_keeps_the_default_optimizer(name, tmp_path):
+    task, _, _ = task_and_data(name)
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(path)
+    # Neither "compile() was not called" nor "Skipping variable loading".
+    messages = [str(w.message) for w in record]
+    assert not [m for m in messages if "optimizer" in m], messages
+    assert type(loaded.optimizer) is type(task.optimizer)
+    assert not loaded.optimizer.built
+    assert decays(loaded) == decays(task)
+
+
+@pytest.mark.parametrize("name", TASKS + ("text_backbone", "image_backbone"))
+def test_mixed_bfloat16_preset_loads_with_equal_outputs(name, tmp_path):
+    builder = {
+        "text_backbone": "masked_lm",
+        "image_backbone": "image_classifier",
+    }
+    task, x, _ = task_and_data(builder.get(name, name), dtype="mixed_bfloat16")
+    model = task.backbone if name.endswith("backbone") else task
+    if name == "text_backbone":
+        x = {"token_ids": x, "padding_mask": np.ones_like(x)}
+    rng = np.random.default_rng(1)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, 0.5, variable.shape))
+    expected = keras.ops.convert_to_numpy(model(x))
+    folder = str(tmp_path / "preset")
+    model.save_to_preset(folder)
+
+    loaded = type(model).from_preset(folder)
+
+    assert type(loaded) is type(model)
+    assert loaded.dtype_policy.name == "mixed_bfloat16"
+    outputs = keras.ops.convert_to_numpy(loaded(x))
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    np.testing.assert_array_equal(
+        outputs.astype("float32"), expected.astype("float32")
+    )
+    # Another policy when asked.
+    loaded = type(model).from_preset(folder, dtype="float32")
+    assert loaded.dtype_policy.name == "float32"
