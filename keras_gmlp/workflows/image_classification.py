@@ -21,15 +21,12 @@ import keras
 from keras_gmlp import models
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import EpochEndHook
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
 from keras_gmlp.training.schedules import warmup_cosine
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
+from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = ImageClassificationConfig
 JOB = "image_classification"
@@ -117,19 +114,9 @@ def add_arguments(parser):
     return parser
 
 
-def build_parser():
-    """The job's `ArgumentParser`."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    return add_arguments(parser)
-
-
-def config_from_argv(argv=None):
-    """The `ImageClassificationConfig` of command-line flags."""
-    args = build_parser().parse_args(argv)
-    return arguments.config_from_args(ImageClassificationConfig, args)
+build_parser, config_from_argv = training_job.flag_readers(
+    DESCRIPTION, CONFIG_CLASS, add_arguments
+)
 
 
 def run(config, callbacks=None):
@@ -145,10 +132,7 @@ def run(config, callbacks=None):
         The results dict (`None` on a worker that is not the chief).
     """
     config = config.resolved()
-    # Devices and the strategy come first: TensorFlow's multi-worker and
-    # logical devices must be set before it runs anything.
-    distribution = run_distribution(config.strategy, config.split_cpu)
-    configure_run(config.seed, config.mixed_precision)
+    distribution = training_job.start(config)
     from keras_gmlp.data import images
     from keras_gmlp.data.image_sources import load_images
 
@@ -193,18 +177,14 @@ def run(config, callbacks=None):
         learning_rate, total_steps, config.warmup_steps(total_steps)
     )
     with distribution.scope():
-        model.compile(
-            optimizer=adamw(
-                schedule,
-                weight_decay=config.weight_decay,
-                global_clipnorm=config.clipnorm,
-                model=model,
-            ),
-            loss=keras.losses.CategoricalCrossentropy(
+        training_job.compile_task(
+            model,
+            config,
+            schedule,
+            keras.losses.CategoricalCrossentropy(
                 from_logits=True, label_smoothing=config.label_smoothing
             ),
             metrics=classification_metrics(data.num_classes),
-            jit_compile=config.keras_jit_compile(),
         )
     if distribution.is_chief:
         run_folder.write_run_config(
@@ -228,17 +208,14 @@ def run(config, callbacks=None):
     count_skips = EpochEndHook(
         lambda epoch, logs: skipped or skipped.update(data.skipped())
     )
-    history, wall_time = fit(
+    history, wall_time = training_job.fit_task(
         model,
         train,
         validation,
-        epochs=config.epochs,
-        output_dir=config.output_dir,
-        distribution=distribution,
-        steps_per_epoch=steps_per_epoch,
-        tensorboard=config.tensorboard,
-        callbacks=[count_skips] + (callbacks or []),
-        verbose=config.verbose,
+        config,
+        distribution,
+        steps_per_epoch,
+        [count_skips] + (callbacks or []),
     )
     if not distribution.is_chief:
         return None

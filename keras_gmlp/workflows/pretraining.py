@@ -30,18 +30,15 @@ from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import SPATIAL_UNITS
 from keras_gmlp.training.run_config import PretrainingConfig
 from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
+from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = PretrainingConfig
 JOB = "pretraining"
@@ -153,19 +150,9 @@ def add_arguments(parser):
     return parser
 
 
-def build_parser():
-    """The job's `ArgumentParser`."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    return add_arguments(parser)
-
-
-def config_from_argv(argv=None):
-    """The `PretrainingConfig` of command-line flags."""
-    args = build_parser().parse_args(argv)
-    return arguments.config_from_args(PretrainingConfig, args)
+build_parser, config_from_argv = training_job.flag_readers(
+    DESCRIPTION, CONFIG_CLASS, add_arguments
+)
 
 
 def make_corpus(config):
@@ -404,19 +391,15 @@ def model_inputs(dataset, model):
 
 def compile_model(model, config, schedule):
     """AdamW (epsilon 1e-6), token cross-entropy, accuracy, perplexity."""
-    model.compile(
-        optimizer=adamw(
-            schedule,
-            weight_decay=config.weight_decay,
-            global_clipnorm=config.clipnorm,
-            epsilon=1e-6,
-            model=model,
-        ),
-        loss=language_model_loss(),
+    training_job.compile_task(
+        model,
+        config,
+        schedule,
+        language_model_loss(),
+        epsilon=1e-6,
         weighted_metrics=language_model_metrics(
             "masked" if config.objective == "mlm" else "next_token"
         ),
-        jit_compile=config.keras_jit_compile(),
     )
 
 
@@ -433,10 +416,7 @@ def run(config, callbacks=None):
     """
     from keras_gmlp.data.vocabulary import make_tokenizer
 
-    # The strategy comes first: TensorFlow's multi-worker set-up and
-    # logical devices must precede anything TensorFlow runs.
-    distribution = run_distribution(config.strategy, config.split_cpu)
-    configure_run(config.seed, config.mixed_precision)
+    distribution = training_job.start(config)
     corpus = make_corpus(config)
     vocabulary = prepare_vocabulary(config, corpus)
     tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
@@ -473,19 +453,16 @@ def run(config, callbacks=None):
         f"{description['parameters']:,} parameters, batch {batch_size}, "
         f"{total_steps} steps on {distribution}."
     )
-    history, wall_time = fit(
+    history, wall_time = training_job.fit_task(
         training_model,
         train_data,
         validation_data,
-        epochs=config.epochs,
-        output_dir=config.output_dir,
-        distribution=distribution,
-        steps_per_epoch=config.steps_per_epoch,
+        config,
+        distribution,
+        config.steps_per_epoch,
+        callbacks,
         monitor="val_perplexity",
         mode="min",
-        tensorboard=config.tensorboard,
-        verbose=config.verbose,
-        callbacks=callbacks,
         endless_stream=True,
     )
     if config.architecture == "gmlp" and distribution.is_chief:
