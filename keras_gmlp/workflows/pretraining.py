@@ -297,8 +297,14 @@ def build_models(config, vocabulary_size):
         **{k: v for k, v in model_config.items() if k != "preset"},
     )
     resolved["causal"] = config.objective == "causal"
+    from keras_gmlp.models.baselines import trainable_parameters
+
     training_model = model = build_task(config.objective, resolved)
-    description = {"architecture": "gmlp", "config": resolved}
+    description = {
+        "architecture": "gmlp",
+        "config": resolved,
+        "trainable_parameters": trainable_parameters(model),
+    }
     if config.architecture != "gmlp":
         training_model, model, description = build_baseline(
             config, resolved, model
