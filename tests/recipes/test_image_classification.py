@@ -423,7 +423,9 @@ def test_vit_trains_through_the_same_pipeline(tmp_path):
     from keras_gmlp.models.baselines import LEARNING_RATES
 
     output_dir = tmp_path / "vit"
-    results = train(tiny_digits(output_dir, "--architecture", "vit"))
+    # A gMLP large enough for a two-layer ViT of its width.
+    flags = ["--architecture", "vit", "--num-layers", "2", "--ffn-dim", "128"]
+    results = train(tiny_digits(output_dir, *flags))
     model = results["model"]
     assert model["architecture"] == "vit"
     assert model["trainable_parameters"] == pytest.approx(

@@ -445,7 +445,10 @@ def test_baselines_train_on_the_same_batches_and_targets(
 ):
     from keras_gmlp.models.baselines import LEARNING_RATES
 
+    # A gMLP large enough for one DeBERTa layer with its relative
+    # position embeddings.
     flags = ["--architecture", architecture, "--epochs", "1"]
+    flags += ["--ffn-dim", "128"]
     results = train(tiny_flags(corpus, tmp_path, *flags))
     assert results["model"]["baseline"] == architecture
     # No --learning-rate: the architecture's default, for a batch of 8
