@@ -7,8 +7,17 @@ time. `alternate()` times several variants in interleaved rounds, so that
 drift in the machine's load hits all of them alike; report medians and
 ratios measured in the same run, never absolute figures alone.
 `write_results()` writes `benchmarks/results/<name>_<backend>.json`.
+
+The image benchmarks that drive worker processes (`vision.py`,
+`memory.py`) share their flags (`image_benchmark_parser`), their workers'
+environment (`worker_env`), the timm worker's command line
+(`timm_worker_command`), and, inside a Keras worker, the thread set-up
+(`configure_threads`), the compiled classifier (`build_image_classifier`)
+and the random batch (`random_image_batch`). Keras is imported only by the
+functions that need it, so that a driver process stays free of any backend.
 """
 
+import argparse
 import datetime
 import json
 import os
@@ -19,10 +28,12 @@ import subprocess
 import sys
 import time
 
-import keras
-import numpy as np
-
 RESULTS = pathlib.Path(__file__).resolve().parent / "results"
+REPOSITORY = pathlib.Path(__file__).resolve().parent.parent
+BACKENDS = ("jax", "tensorflow", "torch")
+TIMM_PYTHON = "/work/timm-venv/bin/python"
+# `auto` is Keras' default: XLA on jax and tensorflow, eager on torch.
+JIT_COMPILE = {"jit": True, "nojit": False, "auto": "auto"}
 
 # Flags of /proc/cpuinfo that decide float32 and bfloat16 matmul speed.
 CPU_FLAGS = (
@@ -72,6 +83,9 @@ def memory_gib():
 
 def versions():
     """Versions of Python, Keras, numpy and the backend's library."""
+    import keras
+    import numpy as np
+
     found = {
         "python": platform.python_version(),
         "keras": keras.__version__,
@@ -96,6 +110,8 @@ def threads():
     On a machine shared with other jobs, torch's OpenMP threads can wait
     on each other for long: record them with every figure.
     """
+    import keras
+
     found = {
         name: os.environ[name]
         for name in ("OMP_NUM_THREADS", "XLA_FLAGS", "TF_NUM_INTRAOP_THREADS")
@@ -134,6 +150,8 @@ def load_average():
 
 def header():
     """A dictionary that describes this run, for the results file."""
+    import keras
+
     return {
         "backend": keras.config.backend(),
         "versions": versions(),
@@ -219,8 +237,127 @@ def median(values):
 
 def write_results(name, report):
     """Writes `report` to `benchmarks/results/<name>_<backend>.json`."""
+    import keras
+
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = dict(report, load_average_end=load_average())
     path = RESULTS / f"{name}_{keras.config.backend()}.json"
     path.write_text(json.dumps(report, indent=2) + "\n")
     return path
+
+
+def image_benchmark_parser(doc, backends_help=None):
+    """The flags `vision.py` and `memory.py` share; the script adds its own.
+
+    `--models`, `--backends`, `--batch-size`, `--image-size`, `--threads`,
+    `--timm-python`, `--suffix` and, for the worker processes, `--model`.
+
+    Args:
+        doc: str. The script's docstring: its first line describes it, the
+            rest is the help's epilog.
+        backends_help: str or `None`. Help of `--backends`.
+    """
+    from benchmarks.bench_header import IMAGE_MODELS
+
+    parser = argparse.ArgumentParser(
+        description=doc.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=doc.split("\n", 1)[1],
+    )
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=["gmlp_ti16_224"],
+        choices=list(IMAGE_MODELS),
+    )
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=list(BACKENDS),
+        choices=BACKENDS,
+        help=backends_help,
+    )
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--image-size", type=int, default=224)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--timm-python", default=TIMM_PYTHON)
+    parser.add_argument("--suffix", default="", help="of the results file")
+    parser.add_argument("--model", default="gmlp_ti16_224", help="worker")
+    return parser
+
+
+def worker_env(backend, threads):
+    """The environment of a worker process: this repository importable,
+    passive OpenMP waiting, TensorFlow's logs quiet, `backend` (if any)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(REPOSITORY)] + env.get("PYTHONPATH", "").split(os.pathsep)
+    ).rstrip(os.pathsep)
+    env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    return env
+
+
+def timm_worker_command(
+    timm_python, model, batch_size, image_size, threads, warmup
+):
+    """The command line of a `timm_worker.py` process (more flags may
+    follow)."""
+    return [
+        timm_python,
+        str(REPOSITORY / "benchmarks" / "timm_worker.py"),
+        "--model",
+        model,
+        "--batch-size",
+        str(batch_size),
+        "--image-size",
+        str(image_size),
+        "--threads",
+        str(threads),
+        "--warmup",
+        str(warmup),
+    ]
+
+
+def configure_threads(threads):
+    """Pins the backend's thread pools to `threads` (before any op)."""
+    backend = os.environ["KERAS_BACKEND"]
+    if backend == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
+def build_image_classifier(model_name, image_size, jit_compile, precision):
+    """`keras_gmlp.models.image_classifier(model_name)`, compiled with
+    AdamW and sparse cross-entropy from logits."""
+    import keras
+
+    from keras_gmlp import models
+
+    model = models.image_classifier(
+        model_name, image_size=image_size, dtype=precision
+    )
+    model.compile(
+        optimizer=keras.optimizers.AdamW(learning_rate=1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    return model
+
+
+def random_image_batch(batch_size, image_size, seed=0):
+    """`(images, labels)`: uniform float32 RGB images, ImageNet labels."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    images = rng.uniform(size=(batch_size, image_size, image_size, 3))
+    labels = rng.integers(0, 1000, (batch_size,))
+    return images.astype("float32"), labels

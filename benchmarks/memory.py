@@ -22,29 +22,20 @@ import resource
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import bench_header  # noqa: E402
-import vision  # noqa: E402
+from benchmarks import bench_header  # noqa: E402
+from benchmarks import common  # noqa: E402
+from benchmarks.common import JIT_COMPILE  # noqa: E402
 
 
 def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps."""
-    import numpy as np
-
-    vision.configure_threads(args.threads)
-    model = vision.build_variant(
-        args.model,
-        args.image_size,
-        vision.JIT_COMPILE[args.jit],
-        args.precision,
+    common.configure_threads(args.threads)
+    model = common.build_image_classifier(
+        args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
     )
-    rng = np.random.default_rng(0)
-    images = rng.uniform(
-        size=(args.batch_size, args.image_size, args.image_size, 3)
-    ).astype("float32")
-    labels = rng.integers(0, 1000, (args.batch_size,))
+    images, labels = common.random_image_batch(args.batch_size, args.image_size)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     for _ in range(args.steps):
         model.train_on_batch(images, labels)
@@ -69,24 +60,18 @@ def run_json(command, env):
 
 def timm_measurement(args, model):
     """timm in a fresh process: the worker's `memory` command."""
-    command = [
+    command = common.timm_worker_command(
         args.timm_python,
-        os.path.join(HERE, "timm_worker.py"),
-        "--model",
         model,
-        "--batch-size",
-        str(args.batch_size),
-        "--image-size",
-        str(args.image_size),
-        "--threads",
-        str(args.threads),
-        "--warmup",
-        "0",
-    ]
+        args.batch_size,
+        args.image_size,
+        args.threads,
+        warmup=0,
+    )
     process = subprocess.run(
         command,
         input=json.dumps({"op": "memory", "steps": args.steps}) + "\n",
-        env=vision.worker_env(None, args.threads),
+        env=common.worker_env(None, args.threads),
         capture_output=True,
         text=True,
     )
@@ -102,40 +87,18 @@ def summarise(answer):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        default=["gmlp_ti16_224"],
-        choices=list(bench_header.IMAGE_MODELS),
-    )
-    parser.add_argument(
-        "--backends",
-        nargs="+",
-        default=list(vision.BACKENDS),
-        choices=vision.BACKENDS,
-    )
+    parser = common.image_benchmark_parser(__doc__)
     parser.add_argument(
         "--jit-modes",
         nargs="+",
         default=["auto"],
-        choices=list(vision.JIT_COMPILE),
+        choices=list(JIT_COMPILE),
     )
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--timm-python", default=vision.TIMM_PYTHON)
-    parser.add_argument("--suffix", default="", help="of the results file")
     # Internal: one measurement in this process.
     parser.add_argument(
         "--measure", action="store_true", help=argparse.SUPPRESS
     )
-    parser.add_argument("--model", default="gmlp_ti16_224")
     parser.add_argument("--jit", default="jit")
     parser.add_argument("--precision", default="float32")
     args = parser.parse_args()
@@ -170,14 +133,14 @@ def main():
                         "--threads",
                         str(args.threads),
                     ],
-                    vision.worker_env(backend, args.threads),
+                    common.worker_env(backend, args.threads),
                 )
                 peak, step = summarise(answer)
                 model_rows.append(
                     {
                         "model": model,
                         "backend": backend,
-                        "jit_compile": vision.JIT_COMPILE[jit],
+                        "jit_compile": JIT_COMPILE[jit],
                         "step_peak_mib": step,
                         "timm_step_peak_mib": timm_step,
                         "step_x_timm": step / timm_step

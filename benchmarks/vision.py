@@ -86,33 +86,16 @@ import subprocess
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import bench_header  # noqa: E402
+from benchmarks import bench_header  # noqa: E402
+from benchmarks import common  # noqa: E402
+from benchmarks.common import JIT_COMPILE  # noqa: E402
 
-BACKENDS = ("jax", "tensorflow", "torch")
-TIMM_PYTHON = "/work/timm-venv/bin/python"
 TIMM_PRECISION = {"float32": "float32", "mixed_bfloat16": "bfloat16"}
-# `auto` is Keras' default: XLA on jax and tensorflow, eager on torch.
-JIT_COMPILE = {"jit": True, "nojit": False, "auto": "auto"}
 
 
 # ---------------------------------------------------------------- worker
-
-
-def configure_threads(threads):
-    """Pins the backend's thread pools to `threads` (before any op)."""
-    backend = os.environ["KERAS_BACKEND"]
-    if backend == "torch":
-        import torch
-
-        torch.set_num_threads(threads)
-    elif backend == "tensorflow":
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
 
 
 def sync(value):
@@ -122,38 +105,18 @@ def sync(value):
     return value
 
 
-def build_variant(model_name, image_size, jit_compile, precision):
-    import keras
-
-    from keras_gmlp import models
-
-    model = models.image_classifier(
-        model_name, image_size=image_size, dtype=precision
-    )
-    model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=1e-3),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=jit_compile,
-    )
-    return model
-
-
 def worker(args):
     """A Keras worker: builds every variant, then answers commands."""
     import keras
     import numpy as np
 
-    configure_threads(args.threads)
-    rng = np.random.default_rng(0)
-    images = rng.uniform(
-        size=(args.batch_size, args.image_size, args.image_size, 3)
-    ).astype("float32")
-    labels = rng.integers(0, 1000, (args.batch_size,))
+    common.configure_threads(args.threads)
+    images, labels = common.random_image_batch(args.batch_size, args.image_size)
     variants, errors = {}, {}
     for variant in args.variants:
         jit, precision = variant.split(":")
         try:
-            model = build_variant(
+            model = common.build_image_classifier(
                 args.model, args.image_size, JIT_COMPILE[jit], precision
             )
             for _ in range(args.warmup):
@@ -250,18 +213,6 @@ class Worker:
                 self.process.kill()
 
 
-def worker_env(backend, threads):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [bench_header.REPOSITORY] + env.get("PYTHONPATH", "").split(os.pathsep)
-    ).rstrip(os.pathsep)
-    env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-    if backend:
-        env["KERAS_BACKEND"] = backend
-    return env
-
-
 def rate(answer, work):
     """Work per second of an answer, or None for an error."""
     if "seconds" not in answer:
@@ -299,7 +250,7 @@ def measure_backend(args, model, backend, timm, log):
             "--variants",
             *variants,
         ],
-        worker_env(backend, args.threads),
+        common.worker_env(backend, args.threads),
         log,
     )
     start = time.perf_counter()
@@ -462,23 +413,19 @@ def drive(args):
     with open(log_path, "a") as log:
         for model in args.models:
             timm = Worker(
-                [
+                common.timm_worker_command(
                     args.timm_python,
-                    os.path.join(HERE, "timm_worker.py"),
-                    "--model",
                     model,
-                    "--batch-size",
-                    str(args.batch_size),
-                    "--image-size",
-                    str(args.image_size),
-                    "--threads",
-                    str(args.threads),
-                    "--warmup",
-                    str(args.warmup),
+                    args.batch_size,
+                    args.image_size,
+                    args.threads,
+                    args.warmup,
+                )
+                + [
                     "--precisions",
                     *[TIMM_PRECISION[p] for p in args.precisions],
                 ],
-                worker_env(None, args.threads),
+                common.worker_env(None, args.threads),
                 log,
             )
             timm_info = timm.ask("info")
@@ -524,17 +471,14 @@ def drive(args):
 
 def profile(args):
     """Prints where a training step's time goes, on one backend."""
-    import numpy as np
 
     backend = os.environ["KERAS_BACKEND"]
-    configure_threads(args.threads)
+    common.configure_threads(args.threads)
     jit = JIT_COMPILE[args.jit[0]]
-    model = build_variant(args.model, args.image_size, jit, "float32")
-    rng = np.random.default_rng(0)
-    images = rng.uniform(
-        size=(args.batch_size, args.image_size, args.image_size, 3)
-    ).astype("float32")
-    labels = rng.integers(0, 1000, (args.batch_size,))
+    model = common.build_image_classifier(
+        args.model, args.image_size, jit, "float32"
+    )
+    images, labels = common.random_image_batch(args.batch_size, args.image_size)
     model.train_on_batch(images, labels)
     if backend == "torch":
         import torch
@@ -563,20 +507,7 @@ def profile(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__.split("\n")[0],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=__doc__.split("\n", 1)[1],
-    )
-    parser.add_argument(
-        "--models",
-        nargs="+",
-        default=["gmlp_ti16_224"],
-        choices=list(bench_header.IMAGE_MODELS),
-    )
-    parser.add_argument(
-        "--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS
-    )
+    parser = common.image_benchmark_parser(__doc__)
     parser.add_argument(
         "--precisions",
         nargs="+",
@@ -596,22 +527,16 @@ def main():
         help="also jit_compile=True on torch (torch.compile: compiling the "
         "30-block step took over 14 minutes on the loaded 2-core machine)",
     )
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--matmul-size", type=int, default=2048)
     parser.add_argument("--matmul-repeats", type=int, default=3)
-    parser.add_argument("--timm-python", default=TIMM_PYTHON)
-    parser.add_argument("--suffix", default="", help="of the results file")
     parser.add_argument(
         "--profile", action="store_true", help="profile one backend's step"
     )
     # Internal: the Keras worker.
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--model", default="gmlp_ti16_224", help="worker")
     parser.add_argument("--variants", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:

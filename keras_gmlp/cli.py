@@ -58,76 +58,73 @@ def build_parser():
     formatter = argparse.ArgumentDefaultsHelpFormatter
     for name, module in TRAINING_COMMANDS.items():
         workflow = getattr(workflows, module)
-        sub = commands.add_parser(
-            name,
-            help=TRAINING_HELP[name],
-            description=workflow.DESCRIPTION,
-            formatter_class=formatter,
+        sub = _add_command(
+            commands, name, _train, TRAINING_HELP[name], workflow.DESCRIPTION
         )
         workflow.add_arguments(sub)
-        sub.set_defaults(handler=_train, module=module)
+        sub.set_defaults(module=module)
 
-    sub = commands.add_parser(
+    sub = _add_command(
+        commands,
         "evaluate",
-        help="Score a finished run's model on its held-out data again.",
-        description="Scores a training run's model on its held-out data "
-        "again: an image run's model.keras, a pretraining run's last.keras "
-        "(the same seeded masks as in training), a text classification "
-        "run's best.keras. Prints the metrics as JSON.",
-        formatter_class=formatter,
+        _evaluate,
+        "Score a finished run's model on its held-out data again.",
+        "Scores a training run's model on its held-out data again: an image "
+        "run's model.keras, a pretraining run's last.keras (the same seeded "
+        "masks as in training), a text classification run's best.keras. "
+        "Prints the metrics as JSON.",
+        run_dir="training",
     )
-    sub.add_argument("run_dir", help="The --output-dir of a training run.")
-    sub.set_defaults(handler=_evaluate)
 
-    sub = commands.add_parser(
+    sub = _add_command(
+        commands,
         "predict",
-        help="Classify an image file or a sentence with a run's model.",
-        description="Classifies an image file (image classification run) "
-        "or a text (text classification run) with the run's preset (its "
-        "task and preprocessor). Prints the top classes and their "
-        "probabilities as JSON.",
-        formatter_class=formatter,
+        _predict,
+        "Classify an image file or a sentence with a run's model.",
+        "Classifies an image file (image classification run) or a text "
+        "(text classification run) with the run's preset (its task and "
+        "preprocessor). Prints the top classes and their probabilities as "
+        "JSON.",
+        run_dir="training",
     )
-    sub.add_argument("run_dir", help="The --output-dir of a training run.")
     inputs = sub.add_mutually_exclusive_group(required=True)
     inputs.add_argument("--image", help="An image file (JPEG, PNG, ...).")
     inputs.add_argument("--text", help="A text to classify.")
     sub.add_argument("--text-b", help="The second text of a sentence pair.")
-    sub.add_argument("--top-k", type=positive_int, default=5)
-    sub.set_defaults(handler=_predict)
+    _add_top_k(sub, 5)
 
-    sub = commands.add_parser(
+    sub = _add_command(
+        commands,
         "fill-mask",
-        help="Fill in the [MASK] blanks of a sentence (masked-LM run).",
-        description="Prints the most likely tokens for each [MASK] of a "
-        "sentence, with their probabilities, from the preset of a masked-LM "
-        "pretraining run.",
-        formatter_class=formatter,
+        _fill_mask,
+        "Fill in the [MASK] blanks of a sentence (masked-LM run).",
+        "Prints the most likely tokens for each [MASK] of a sentence, with "
+        "their probabilities, from the preset of a masked-LM pretraining "
+        "run.",
+        run_dir="pretrain",
     )
-    sub.add_argument("run_dir", help="The --output-dir of a pretrain run.")
     sub.add_argument("text", help='e.g. "the [MASK] sat on the mat".')
-    sub.add_argument("--top-k", type=positive_int, default=5)
-    sub.set_defaults(handler=_fill_mask)
+    _add_top_k(sub, 5)
 
-    sub = commands.add_parser(
+    sub = _add_command(
+        commands,
         "generate",
-        help="Continue a prompt with a causal gMLP run.",
-        description="Continues a prompt with the preset of a causal "
-        "pretraining run (pretrain --objective causal): GMLPCausalLM."
-        "generate with keras-hub's greedy or top-k sampler, up to [SEP] or "
+        _generate,
+        "Continue a prompt with a causal gMLP run.",
+        "Continues a prompt with the preset of a causal pretraining run "
+        "(pretrain --objective causal): GMLPCausalLM.generate with "
+        "keras-hub's greedy or top-k sampler, up to [SEP] or "
         "--max-new-tokens.",
-        formatter_class=formatter,
+        run_dir="causal",
     )
-    sub.add_argument("run_dir", help="The --output-dir of a causal run.")
     sub.add_argument("prompt", help="The start of the text.")
     sub.add_argument("--max-new-tokens", type=positive_int, default=20)
     sub.add_argument(
         "--strategy", choices=("greedy", "top_k"), default="greedy"
     )
-    sub.add_argument("--top-k", type=positive_int, default=10)
+    _add_top_k(sub, 10)
     sub.add_argument("--temperature", type=float, default=1.0)
     sub.add_argument("--seed", type=int, default=None)
-    sub.set_defaults(handler=_generate)
 
     sub = commands.add_parser(
         "export",
@@ -167,22 +164,46 @@ def build_parser():
     )
     sub.set_defaults(handler=_export)
 
-    sub = commands.add_parser(
+    sub = _add_command(
+        commands,
         "info",
-        help="A preset's or a saved model's configuration and size.",
-        description="Prints, as JSON, the configuration and parameter "
-        "count of a preset (a name of keras_gmlp.PRESETS or a saved preset "
-        "folder), a run or a .keras file, and the backend. Without an "
-        "argument, lists the named presets.",
-        formatter_class=formatter,
+        _info,
+        "A preset's or a saved model's configuration and size.",
+        "Prints, as JSON, the configuration and parameter count of a preset "
+        "(a name of keras_gmlp.PRESETS or a saved preset folder), a run or "
+        "a .keras file, and the backend. Without an argument, lists the "
+        "named presets.",
     )
     sub.add_argument(
         "name",
         nargs="?",
         help="A preset name or folder, a run's --output-dir or a .keras file.",
     )
-    sub.set_defaults(handler=_info)
     return parser
+
+
+def _add_command(commands, name, handler, summary, description, run_dir=None):
+    """Adds the sub-command `name`, run by `handler(args)`; returns its
+    parser (with a `run_dir` argument, the --output-dir of a `run_dir`
+    run, when given)."""
+    sub = commands.add_parser(
+        name,
+        help=summary,
+        description=description,
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    sub.set_defaults(handler=handler)
+    if run_dir is not None:
+        sub.add_argument(
+            "run_dir", help=f"The --output-dir of a {run_dir} run."
+        )
+    return sub
+
+
+def _add_top_k(parser, default):
+    from keras_gmlp.training.arguments import positive_int
+
+    parser.add_argument("--top-k", type=positive_int, default=default)
 
 
 def main(argv=None):

@@ -1,31 +1,41 @@
-"""keras-hub Transformers matched by size to a gMLP, for fair comparisons.
+"""keras-hub models matched by size to a gMLP, for fair comparisons.
 
 Each baseline is a keras-hub task of the given width, feed-forward size and
-depth, wrapped to take the very batches the gMLP models of the pretraining
-workflow take (the padding mask, id 0, and the single segment are made
+depth, wrapped to take the very batches the gMLP models of the training
+workflows take (the padding mask, id 0, and the single segment are made
 inside), so both train on the same data, targets and schedule:
 
-| objective | name     | keras-hub task                                    |
-|-----------|----------|---------------------------------------------------|
-| masked LM | `"bert"` | `BertMaskedLM`: post-norm encoder, learned        |
-|           |          | absolute positions, BERT's head over the          |
-|           |          | transposed token embedding                        |
-| causal LM | `"gpt2"` | `GPT2CausalLM`: pre-norm causal decoder, learned  |
-|           |          | absolute positions, tied output embedding         |
+| objective | name            | keras-hub task                             |
+|-----------|-----------------|--------------------------------------------|
+| masked LM | `"bert"`        | `BertMaskedLM`: post-norm encoder, learned |
+|           |                 | absolute positions                         |
+| masked LM | `"roformer_v2"` | `RoformerV2MaskedLM`: rotary positions, no |
+|           |                 | biases, scale-only norms                   |
+| masked LM | `"deberta_v3"`  | `DebertaV3MaskedLM`: disentangled relative |
+|           |                 | position attention                         |
+| masked LM | `"fnet"`        | `FNetMaskedLM`: attention-free, Fourier    |
+|           |                 | token mixing, learned absolute positions   |
+| causal LM | `"gpt2"`        | `GPT2CausalLM`: pre-norm causal decoder,   |
+|           |                 | learned absolute positions                 |
+| image     | `"vit"`         | `ViTImageClassifier`: class token, learned |
+|           |                 | absolute positions (DeiT's model)          |
 
-`matched_transformer_layers` picks the depth whose parameters best match
-the gMLP blocks'. New baselines (rotary or relative positions, FNet, ViT)
-join the `MASKED_LM_BASELINES` / `CAUSAL_LM_BASELINES` tables.
+The masked-LM heads predict over the transposed token embedding (tied).
+`matched_size` searches the depth and feed-forward size (at the gMLP's
+width, or over given widths) whose parameter count matches the gMLP's;
+`masked_lm_parameters` and `image_classifier_parameters` count a candidate.
+`LEARNING_RATES` holds each architecture's default peak learning rate,
+used when a run gives none (`default_learning_rate`).
 
 This module imports keras-hub only when a baseline is built.
 `import keras_gmlp.models` registers `BertInputs`, so a checkpoint holding
 a baseline loads after it.
 """
 
+import math
+
 import keras
 from keras import ops
-
-from keras_gmlp.layers.gmlp_block import GMLPBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -98,38 +108,155 @@ def bert_masked_lm(
     """
     import keras_hub
 
-    num_heads = default_heads(hidden_dim, num_heads)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=vocabulary_size,
         num_layers=num_layers,
-        num_heads=num_heads,
+        num_heads=default_heads(hidden_dim, num_heads),
         hidden_dim=hidden_dim,
         intermediate_dim=ffn_dim,
         dropout=dropout,
         max_sequence_length=sequence_length,
         num_segments=1,
     )
-    # The pooler is not used by masked-LM training: keep it out of the
-    # gradients (and of weight decay).
-    backbone.get_layer("pooled_dense").trainable = False
-    masked_lm = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
+    return _masked_lm_training_model(
+        keras_hub.models.BertMaskedLM, backbone, "transformer", "bert_inputs"
+    )
+
+
+def roformer_v2_masked_lm(
+    vocabulary_size,
+    sequence_length,
+    num_layers,
+    hidden_dim,
+    ffn_dim,
+    num_heads=None,
+    dropout=0.0,
+):
+    """Builds a keras-hub RoFormerV2 masked LM that takes the gMLP batches.
+
+    keras-hub's `RoformerV2MaskedLM`: rotary position embeddings in every
+    attention layer (no position weights), no biases, scale-only norms,
+    and a head over the transposed token embedding. Arguments and return
+    value as `bert_masked_lm` (`sequence_length` is not a weight's size:
+    rotary positions have none).
+    """
+    import keras_hub
+
+    num_heads = default_heads(hidden_dim, num_heads)
+    backbone = keras_hub.models.RoformerV2Backbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        intermediate_dim=ffn_dim,
+        head_size=hidden_dim // num_heads,
+        dropout=dropout,
+        num_segments=1,
+    )
+    return _masked_lm_training_model(
+        keras_hub.models.RoformerV2MaskedLM, backbone, "roformer_v2"
+    )
+
+
+def deberta_v3_masked_lm(
+    vocabulary_size,
+    sequence_length,
+    num_layers,
+    hidden_dim,
+    ffn_dim,
+    num_heads=None,
+    dropout=0.0,
+):
+    """Builds a keras-hub DeBERTaV3 masked LM that takes the gMLP batches.
+
+    keras-hub's `DebertaV3MaskedLM`: disentangled attention over content
+    and relative positions (shared relative embeddings, no absolute
+    positions), and a head over the transposed token embedding. The
+    relative positions get `2 * sequence_length` buckets (at most 256,
+    DeBERTa-v3's), so every distance within a sequence has its own.
+    Arguments and return value as `bert_masked_lm`.
+    """
+    import keras_hub
+
+    backbone = keras_hub.models.DebertaV3Backbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        num_heads=default_heads(hidden_dim, num_heads),
+        hidden_dim=hidden_dim,
+        intermediate_dim=ffn_dim,
+        dropout=dropout,
+        max_sequence_length=sequence_length,
+        bucket_size=min(256, 2 * sequence_length),
+    )
+    return _masked_lm_training_model(
+        keras_hub.models.DebertaV3MaskedLM, backbone, "deberta_v3"
+    )
+
+
+def fnet_masked_lm(
+    vocabulary_size,
+    sequence_length,
+    num_layers,
+    hidden_dim,
+    ffn_dim,
+    num_heads=None,
+    dropout=0.0,
+):
+    """Builds a keras-hub FNet masked LM that takes the gMLP batches.
+
+    keras-hub's `FNetMaskedLM`: attention-free, each layer mixes the tokens
+    with a 2D Fourier transform (no weights, no padding mask), learned
+    absolute positions, a head over the transposed token embedding.
+    Arguments and return value as `bert_masked_lm`; `num_heads` is unused.
+    """
+    import keras_hub
+
+    del num_heads
+    backbone = keras_hub.models.FNetBackbone(
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        intermediate_dim=ffn_dim,
+        dropout=dropout,
+        max_sequence_length=sequence_length,
+        num_segments=1,
+    )
+    return _masked_lm_training_model(
+        keras_hub.models.FNetMaskedLM, backbone, "fnet"
+    )
+
+
+def _masked_lm_training_model(task_class, backbone, name, inputs_name=None):
+    """`(training_model, masked_lm)`: the keras-hub task over `backbone`,
+    and a model taking `{"token_ids", "mask_positions"}` that makes the
+    task's other inputs (padding mask, segment ids) from the token ids."""
+    if "pooled_dense" in [layer.name for layer in backbone.layers]:
+        # The pooler is not used by masked-LM training: keep it out of the
+        # gradients (and of weight decay).
+        backbone.get_layer("pooled_dense").trainable = False
+    masked_lm = task_class(backbone, preprocessor=None)
     token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
     mask_positions = keras.Input(
         shape=(None,), dtype="int32", name="mask_positions"
     )
-    padding_mask, segment_ids = BertInputs(name="bert_inputs")(token_ids)
-    logits = masked_lm(
-        {
-            "token_ids": token_ids,
-            "segment_ids": segment_ids,
-            "padding_mask": padding_mask,
-            "mask_positions": mask_positions,
-        }
-    )
+    expected = masked_lm.input
+    mask_dtype = "bool"
+    if "padding_mask" in expected:
+        mask_dtype = expected["padding_mask"].dtype
+    padding_mask, segment_ids = BertInputs(
+        mask_dtype=mask_dtype, name=inputs_name or f"{name}_inputs"
+    )(token_ids)
+    available = {
+        "token_ids": token_ids,
+        "segment_ids": segment_ids,
+        "padding_mask": padding_mask,
+        "mask_positions": mask_positions,
+    }
+    logits = masked_lm({key: available[key] for key in expected})
     training_model = keras.Model(
         {"token_ids": token_ids, "mask_positions": mask_positions},
         logits,
-        name="transformer_masked_lm_training",
+        name=f"{name}_masked_lm_training",
     )
     return training_model, masked_lm
 
@@ -184,10 +311,153 @@ def gpt2_causal_lm(
     return keras.Model(token_ids, logits, name="transformer_causal_lm")
 
 
+def vit_image_classifier(
+    image_size,
+    patch_size,
+    num_channels,
+    num_classes,
+    num_layers,
+    hidden_dim,
+    ffn_dim,
+    num_heads=None,
+    dropout=0.0,
+    preprocessor=None,
+    head_dtype=None,
+):
+    """Builds a keras-hub ViT image classifier (DeiT's model).
+
+    keras-hub's `ViTBackbone` (patch embedding, class token, learned
+    absolute positions, pre-norm encoder) and `ViTImageClassifier` (a
+    linear head over the class token).
+
+    Args:
+        image_size: int or `(height, width)`.
+        patch_size: int or `(height, width)`.
+        num_channels: int.
+        num_classes: int.
+        num_layers: int. Transformer layers.
+        hidden_dim: int. Width of the tokens.
+        ffn_dim: int. Width of the feed-forward layers (ViT's `mlp_dim`).
+        num_heads: int. Attention heads; defaults to one per 64 channels.
+        dropout: float. Dropout before the head. Defaults to `0.0`.
+        preprocessor: a keras-hub preprocessor or `None`.
+        head_dtype: dtype policy of the head, or `None`.
+
+    Returns:
+        A `keras_hub.models.ViTImageClassifier`.
+    """
+    import keras_hub
+
+    height, width = _pair(image_size)
+    backbone = keras_hub.models.ViTBackbone(
+        image_shape=(height, width, num_channels),
+        patch_size=_pair(patch_size),
+        num_layers=num_layers,
+        num_heads=default_heads(hidden_dim, num_heads),
+        hidden_dim=hidden_dim,
+        mlp_dim=ffn_dim,
+    )
+    return keras_hub.models.ViTImageClassifier(
+        backbone,
+        num_classes,
+        preprocessor=preprocessor,
+        dropout=dropout,
+        head_dtype=head_dtype,
+        name="vit_image_classifier",
+    )
+
+
+def _pair(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value,) * 2
+
+
 # Baselines by name: builders taking (vocabulary_size, sequence_length,
 # num_layers, hidden_dim, ffn_dim, num_heads, dropout).
-MASKED_LM_BASELINES = {"bert": bert_masked_lm}
+MASKED_LM_BASELINES = {
+    "bert": bert_masked_lm,
+    "roformer_v2": roformer_v2_masked_lm,
+    "deberta_v3": deberta_v3_masked_lm,
+    "fnet": fnet_masked_lm,
+}
 CAUSAL_LM_BASELINES = {"gpt2": gpt2_causal_lm}
+# `--architecture` of each job: "transformer" is the Transformer of the
+# objective (BERT, GPT-2), as in earlier versions.
+ARCHITECTURES = {
+    "mlm": ("gmlp", "transformer", *MASKED_LM_BASELINES),
+    "causal": ("gmlp", "transformer", "gpt2"),
+    "image": ("gmlp", "vit"),
+}
+ALIASES = {"mlm": {"transformer": "bert"}, "causal": {"transformer": "gpt2"}}
+
+# Default peak learning rates by job and architecture, for a global batch
+# of the job's `--per-replica-batch-size` (text) or of the dataset's
+# `learning_rate_batch_size` (images), used when a run gives no
+# `--learning-rate`. Starting values from the small-model literature (BERT
+# and ELECTRA-Small 5e-4, GPT-3 Small 6e-4, DeiT 5e-4 per 512 images, so
+# 4e-3 for the ImageNet row's batch of 4096; the gMLPs keep the values of
+# this package's quality runs); to be replaced by the winners of
+# `benchmarks/sweep.py`.
+LEARNING_RATES = {
+    "mlm": {
+        "gmlp": 1e-3,
+        "bert": 5e-4,
+        "roformer_v2": 5e-4,
+        "deberta_v3": 5e-4,
+        "fnet": 5e-4,
+    },
+    "causal": {"gmlp": 1e-3, "gpt2": 6e-4},
+    # Images: None keeps the dataset's own (the gMLP recipe's) value.
+    "image": {
+        "gmlp": {"digits": None, "cifar": None, "imagenet": None},
+        "vit": {"digits": 1e-3, "cifar": 5e-4, "imagenet": 4e-3},
+    },
+}
+
+
+def canonical_architecture(job, architecture):
+    """The architecture's own name (`"transformer"` -> `"bert"` / `"gpt2"`).
+
+    Args:
+        job: str. `"mlm"`, `"causal"` or `"image"`.
+        architecture: str. One of `ARCHITECTURES[job]`.
+
+    Raises:
+        ValueError: naming the job's architectures.
+    """
+    if job not in ARCHITECTURES:
+        raise ValueError(
+            f"Received job={job!r}; expected one of {sorted(ARCHITECTURES)}."
+        )
+    if architecture not in ARCHITECTURES[job]:
+        raise ValueError(
+            f"Received architecture={architecture!r} for {job!r}; expected "
+            f"one of {list(ARCHITECTURES[job])}."
+        )
+    return ALIASES.get(job, {}).get(architecture, architecture)
+
+
+def default_learning_rate(job, architecture, dataset_family=None):
+    """The default peak learning rate of `architecture` (`LEARNING_RATES`).
+
+    Args:
+        job: str. `"mlm"`, `"causal"` or `"image"`.
+        architecture: str. One of `ARCHITECTURES[job]` (aliases too).
+        dataset_family: str. For `"image"`: `"digits"`, `"cifar"` or
+            `"imagenet"`.
+
+    Returns:
+        A float, or `None` where the dataset's default applies.
+
+    Example:
+
+    >>> from keras_gmlp.models.baselines import default_learning_rate
+    >>> default_learning_rate("mlm", "transformer")
+    0.0005
+    """
+    rates = LEARNING_RATES[job][canonical_architecture(job, architecture)]
+    if job == "image":
+        return rates[dataset_family]
+    return rates
 
 
 def masked_lm_baseline(name, **size):
@@ -242,34 +512,136 @@ def default_heads(hidden_dim, num_heads=None):
     return num_heads
 
 
-def matched_transformer_layers(config, num_heads=None):
-    """Transformer layers with about the parameters of the gMLP blocks.
+def trainable_parameters(model):
+    """Trainable parameters of `model`, each shared variable counted once."""
+    unique = {id(v): v for v in model.trainable_weights}.values()
+    return int(sum(math.prod(v.shape) for v in unique))
+
+
+def masked_lm_parameters(
+    name, vocabulary_size, sequence_length, num_layers, hidden_dim, ffn_dim,
+    num_heads=None,
+):  # fmt: skip
+    """Trainable parameters of the masked-LM baseline `name` of that size."""
+    model, _ = masked_lm_baseline(
+        name,
+        vocabulary_size=vocabulary_size,
+        sequence_length=sequence_length,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        ffn_dim=ffn_dim,
+        num_heads=num_heads,
+    )
+    return trainable_parameters(model)
+
+
+def image_classifier_parameters(
+    image_size, patch_size, num_channels, num_classes, num_layers,
+    hidden_dim, ffn_dim, num_heads=None,
+):  # fmt: skip
+    """Trainable parameters of the ViT classifier of that size."""
+    return trainable_parameters(
+        vit_image_classifier(
+            image_size,
+            patch_size,
+            num_channels,
+            num_classes,
+            num_layers,
+            hidden_dim,
+            ffn_dim,
+            num_heads,
+        )  # fmt: skip
+    )
+
+
+def matched_size(
+    count,
+    target,
+    hidden_dims,
+    num_layers=None,
+    max_layers=48,
+    ffn_ratio=4.0,
+    multiple=8,
+    tolerance=0.02,
+):
+    """The depth, width and feed-forward size whose parameters match.
+
+    `count(num_layers, hidden_dim, ffn_dim)` must grow linearly with the
+    depth and, at a fixed depth, with the feed-forward size, as it does in
+    every Transformer (and FNet): its three values at depths 1 and 2 and
+    two feed-forward sizes give the parameters of the shared parts, of a
+    layer, and of a feed-forward channel. For each width and depth, the
+    feed-forward size that matches `target` follows; the pair kept is the
+    one whose feed-forward size is nearest `ffn_ratio` times the width
+    (the architecture's usual shape), among those within `tolerance`.
 
     Args:
-        config: dict. The gMLP model's resolved configuration
-            (`sequence_length`, `hidden_dim`, `ffn_dim`, `attention_dim`,
-            `spatial`, `gating`, `num_layers`).
-        num_heads: int. Heads of the Transformer.
+        count: callable `(num_layers, hidden_dim, ffn_dim) -> int`.
+        target: int. The parameters to match (the gMLP's).
+        hidden_dims: list of int. Widths searched.
+        num_layers: int or `None`. A fixed depth; `None` searches
+            `1..max_layers`.
+        max_layers: int. Defaults to `48`.
+        ffn_ratio: float. Preferred feed-forward size over width.
+            Defaults to `4.0`.
+        multiple: int. Feed-forward sizes are rounded to a multiple of
+            this where that stays within `tolerance`. Defaults to `8`.
+        tolerance: float. Largest relative difference wanted. Defaults to
+            `0.02`.
 
     Returns:
-        `(num_layers, gmlp_block_parameters, transformer_layer_parameters)`.
-    """
-    import keras_hub
+        A dict of `num_layers`, `hidden_dim`, `ffn_dim`, `parameters` (as
+        `count` gives them) and `target`.
 
-    shape = (None, config["sequence_length"], config["hidden_dim"])
-    block = GMLPBlock(
-        ffn_dim=config["ffn_dim"],
-        sequence_length=config["sequence_length"],
-        attention_dim=config["attention_dim"],
-        spatial=config["spatial"],
-        gating=config["gating"],
-    )
-    block.build(shape)
-    layer = keras_hub.layers.TransformerEncoder(
-        intermediate_dim=config["ffn_dim"],
-        num_heads=num_heads or max(1, config["hidden_dim"] // 64),
-    )
-    layer.build(shape)
-    gmlp_total = block.count_params() * config["num_layers"]
-    num_layers = max(1, round(gmlp_total / layer.count_params()))
-    return num_layers, block.count_params(), layer.count_params()
+    Raises:
+        ValueError: when no size comes within `tolerance` of `target`.
+
+    Example:
+
+    >>> from keras_gmlp.models.baselines import matched_size
+    >>> count = lambda layers, width, ffn: 1000 + layers * (
+    ...     4 * width * width + 2 * width * ffn)
+    >>> size = matched_size(count, 50_000, [16])
+    >>> size["num_layers"], size["ffn_dim"]
+    (16, 64)
+    """
+    candidates = []
+    for hidden_dim in hidden_dims:
+        f0 = max(multiple, int(ffn_ratio * hidden_dim))
+        one = count(1, hidden_dim, f0)
+        shared = 2 * one - count(2, hidden_dim, f0)
+        per_channel = (count(1, hidden_dim, 2 * f0) - one) / f0
+        per_layer = one - shared - per_channel * f0
+        depths = [num_layers] if num_layers else range(1, max_layers + 1)
+        for depth in depths:
+            exact = ((target - shared) / depth - per_layer) / per_channel
+            for step in (multiple, 1):
+                ffn_dim = max(1, step * round(exact / step))
+                parameters = shared + depth * (
+                    per_layer + per_channel * ffn_dim
+                )
+                error = abs(parameters - target) / target
+                if error <= tolerance:
+                    break
+            candidates.append(
+                (
+                    error > tolerance,
+                    abs(math.log(ffn_dim / (ffn_ratio * hidden_dim))),
+                    error,
+                    {
+                        "num_layers": depth,
+                        "hidden_dim": hidden_dim,
+                        "ffn_dim": ffn_dim,
+                        "parameters": int(round(parameters)),
+                        "target": int(target),
+                    },
+                )
+            )
+    too_far, _, error, best = min(candidates, key=lambda c: c[:3])
+    if too_far:
+        raise ValueError(
+            f"No size within {tolerance:.0%} of {target} parameters (the "
+            f"nearest, {best}, is {error:.1%} off); expected widths "
+            f"{list(hidden_dims)} and depths up to {max_layers} to reach it."
+        )
+    return best

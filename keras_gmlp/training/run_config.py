@@ -260,6 +260,10 @@ class ImageClassificationConfig(TrainingConfig):
         data_dir: str or `None`. Local files, or the tfds data folder.
         label_offset: int or `None`. Subtracted from TFRecord labels.
         preset: str or `None`. An image preset of `keras_gmlp.PRESETS`.
+        architecture: str. `"gmlp"`, or `"vit"`: keras-hub's ViT (DeiT's
+            model) of the gMLP's parameter count, at the gMLP's width,
+            image and patch size, with its own default learning rate
+            (`keras_gmlp.models.baselines.LEARNING_RATES`).
         image_size, patch_size, num_layers, hidden_dim, ffn_dim,
             attention_dim, spatial, drop_path_rate, dropout: overrides of
             the preset's (or the dataset's) model configuration.
@@ -281,6 +285,7 @@ class ImageClassificationConfig(TrainingConfig):
     data_dir: str = None
     label_offset: int = None
     preset: str = None
+    architecture: str = "gmlp"
     image_size: int = None
     patch_size: int = None
     num_layers: int = None
@@ -303,6 +308,10 @@ class ImageClassificationConfig(TrainingConfig):
     random_erasing: float = None
     export: bool = True
     plots: bool = True
+
+    def __post_init__(self):
+        super().__post_init__()
+        _check_choice("architecture", self.architecture, ("gmlp", "vit"))
 
     def dataset_family(self):
         """`"digits"`, `"cifar"` or `"imagenet"` (any other dataset)."""
@@ -349,6 +358,16 @@ class ImageClassificationConfig(TrainingConfig):
 
 
 SPATIAL_UNITS = ("split", "multiplicative", "additive", "linear")
+# `keras_gmlp.models.baselines.ARCHITECTURES` of both objectives.
+TEXT_ARCHITECTURES = (
+    "gmlp",
+    "transformer",
+    "bert",
+    "roformer_v2",
+    "deberta_v3",
+    "fnet",
+    "gpt2",
+)
 
 
 @dataclasses.dataclass
@@ -356,6 +375,8 @@ class PretrainingConfig(TrainingConfig):
     """Masked-LM (or causal-LM) pretraining of gMLP, aMLP or a Transformer.
 
     Attributes (besides `TrainingConfig`'s):
+        learning_rate: float or `None`. `None`: the architecture's default
+            (`keras_gmlp.models.baselines.LEARNING_RATES`).
         text_files: str or `None`. Glob(s) of plain-text files,
             comma-separated.
         tfds_name: str or `None`. A tensorflow-datasets text dataset.
@@ -375,8 +396,10 @@ class PretrainingConfig(TrainingConfig):
         tokenizer_records: int. Records the vocabulary is learnt from.
         cased: bool. Whether the text keeps its case.
         objective: str. `"mlm"` or `"causal"`.
-        architecture: str. `"gmlp"` or `"transformer"` (keras-hub's BERT,
-            GPT-2 for `"causal"`, of matched size).
+        architecture: str. `"gmlp"`, or a keras-hub model of the gMLP's
+            parameters: `"bert"`, `"roformer_v2"`, `"deberta_v3"`, `"fnet"`
+            (masked LM), `"gpt2"` (causal LM); `"transformer"` is BERT
+            (GPT-2 for `"causal"`).
         preset: str. A text preset.
         sequence_length: int. Tokens per sequence (and the model's).
         num_layers, hidden_dim, ffn_dim, attention_dim, spatial,
@@ -398,7 +421,7 @@ class PretrainingConfig(TrainingConfig):
     epochs: int = 10
     steps_per_epoch: int = 200
     per_replica_batch_size: int = 32
-    learning_rate: float = 1e-3
+    learning_rate: float = None
     weight_decay: float = 0.01
     warmup: float = 0.05
     output_dir: str = "runs/masked_lm"
@@ -437,9 +460,7 @@ class PretrainingConfig(TrainingConfig):
     def __post_init__(self):
         super().__post_init__()
         _check_choice("objective", self.objective, ("mlm", "causal"))
-        _check_choice(
-            "architecture", self.architecture, ("gmlp", "transformer")
-        )
+        _check_choice("architecture", self.architecture, TEXT_ARCHITECTURES)
         if self.spatial_unit is not None:
             _check_choice("spatial_unit", self.spatial_unit, SPATIAL_UNITS)
 

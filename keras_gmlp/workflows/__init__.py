@@ -5,8 +5,10 @@ outputs`: `image_classification`, `pretraining` (masked or causal language
 model) and `text_classification`. Each has `add_arguments(parser)`,
 `config_from_argv(argv)`, `run(config)` and `evaluate_run(run_dir)`, and
 what its runs are good for (`predict_image`, `fill_in_the_blank`,
-`generate_text`, `classify_text`). `inspection` describes presets, runs
-and model files and exports them; `run_folder` reads a run's folder.
+`generate_text`, `classify_text`). `training_job` holds the steps they
+share (flags to config, start, compile, fit); `inspection` describes
+presets, runs and model files and exports them; `run_folder` reads a
+run's folder.
 The command line (`keras_gmlp.cli`) and the scripts of `recipes/` are thin
 entries into these modules. They import TensorFlow when they run.
 """

@@ -14,6 +14,7 @@ a finished run again; `predict_image` classifies an image file.
 """
 
 import argparse
+import dataclasses
 import os
 
 import keras
@@ -21,15 +22,12 @@ import keras
 from keras_gmlp import models
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import EpochEndHook
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
 from keras_gmlp.training.schedules import warmup_cosine
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
+from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = ImageClassificationConfig
 JOB = "image_classification"
@@ -66,6 +64,12 @@ def add_arguments(parser):
     )
     model.add_argument(
         "--preset", help="An image preset of keras_gmlp.PRESETS."
+    )
+    model.add_argument(
+        "--architecture",
+        choices=("gmlp", "vit"),
+        help="gmlp, or keras-hub's ViT (DeiT's model) with the parameters "
+        "of that gMLP, at its width, image and patch size.",
     )
     model.add_argument("--image-size", type=positive_int)
     model.add_argument("--patch-size", type=positive_int)
@@ -117,19 +121,9 @@ def add_arguments(parser):
     return parser
 
 
-def build_parser():
-    """The job's `ArgumentParser`."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    return add_arguments(parser)
-
-
-def config_from_argv(argv=None):
-    """The `ImageClassificationConfig` of command-line flags."""
-    args = build_parser().parse_args(argv)
-    return arguments.config_from_args(ImageClassificationConfig, args)
+build_parser, config_from_argv = training_job.flag_readers(
+    DESCRIPTION, CONFIG_CLASS, add_arguments
+)
 
 
 def run(config, callbacks=None):
@@ -144,11 +138,8 @@ def run(config, callbacks=None):
     Returns:
         The results dict (`None` on a worker that is not the chief).
     """
-    config = config.resolved()
-    # Devices and the strategy come first: TensorFlow's multi-worker and
-    # logical devices must be set before it runs anything.
-    distribution = run_distribution(config.strategy, config.split_cpu)
-    configure_run(config.seed, config.mixed_precision)
+    config = with_default_learning_rate(config).resolved()
+    distribution = training_job.start(config)
     from keras_gmlp.data import images
     from keras_gmlp.data.image_sources import load_images
 
@@ -161,7 +152,12 @@ def run(config, callbacks=None):
     batch_size = config.global_batch_size(distribution.num_replicas)
     learning_rate = config.peak_learning_rate(batch_size)
     with distribution.scope():
-        model = build_model(config.preset, model_config, config.mixed_precision)
+        model, description = build_model(
+            config.preset,
+            model_config,
+            config.mixed_precision,
+            config.architecture,
+        )
     image_size = tuple(model.inputs[0].shape[1:3])
     # Pixels in [0, 255]: the task's preprocessor scales them in `fit`.
     train = images.batches(
@@ -193,18 +189,14 @@ def run(config, callbacks=None):
         learning_rate, total_steps, config.warmup_steps(total_steps)
     )
     with distribution.scope():
-        model.compile(
-            optimizer=adamw(
-                schedule,
-                weight_decay=config.weight_decay,
-                global_clipnorm=config.clipnorm,
-                model=model,
-            ),
-            loss=keras.losses.CategoricalCrossentropy(
+        training_job.compile_task(
+            model,
+            config,
+            schedule,
+            keras.losses.CategoricalCrossentropy(
                 from_logits=True, label_smoothing=config.label_smoothing
             ),
             metrics=classification_metrics(data.num_classes),
-            jit_compile=config.keras_jit_compile(),
         )
     if distribution.is_chief:
         run_folder.write_run_config(
@@ -213,6 +205,7 @@ def run(config, callbacks=None):
             config,
             class_names=data.class_names,
             model_config={"preset": config.preset, **model_config},
+            model=description,
         )
     print(
         f"{data.name} from {data.source}: {data.num_train} training and "
@@ -228,25 +221,25 @@ def run(config, callbacks=None):
     count_skips = EpochEndHook(
         lambda epoch, logs: skipped or skipped.update(data.skipped())
     )
-    history, wall_time = fit(
+    history, wall_time = training_job.fit_task(
         model,
         train,
         validation,
-        epochs=config.epochs,
-        output_dir=config.output_dir,
-        distribution=distribution,
-        steps_per_epoch=steps_per_epoch,
-        tensorboard=config.tensorboard,
-        callbacks=[count_skips] + (callbacks or []),
-        verbose=config.verbose,
+        config,
+        distribution,
+        steps_per_epoch,
+        [count_skips] + (callbacks or []),
     )
     if not distribution.is_chief:
         return None
     outputs = save_outputs(config, model, data.name, image_size)
     from keras_gmlp import plots
 
-    # Figure 3 as a number: below 1, W's rows weigh tokens near their own.
-    locality = plots.block_locality(model, plots.patch_grid(model))
+    locality = None
+    if config.architecture == "gmlp":
+        # Figure 3 as a number: below 1, W's rows weigh tokens near their
+        # own.
+        locality = plots.block_locality(model, plots.patch_grid(model))
     metrics = {
         "val_accuracy": history["val_accuracy"][-1],
         "val_top5_accuracy": history["val_top5_accuracy"][-1],
@@ -278,6 +271,7 @@ def run(config, callbacks=None):
         extra={
             "dataset": {"name": data.name, "source": data.source},
             "model_config": {"preset": config.preset, **model_config},
+            "model": description,
             "peak_learning_rate": learning_rate,
             "outputs": outputs,
             "spatial_locality": locality,
@@ -293,15 +287,41 @@ def run(config, callbacks=None):
     return results
 
 
-def build_model(preset, model_config, mixed_precision="none"):
+def with_default_learning_rate(config):
+    """`config`, with its architecture's default learning rate if unset.
+
+    The gMLP keeps the dataset's (`resolved()`); another architecture
+    takes its own from `keras_gmlp.models.baselines.LEARNING_RATES`, for
+    the dataset's `learning_rate_batch_size`.
+    """
+    from keras_gmlp.models.baselines import default_learning_rate
+
+    if config.learning_rate is not None:
+        return config
+    rate = default_learning_rate(
+        "image", config.architecture, config.dataset_family()
+    )
+    return dataclasses.replace(config, learning_rate=rate)
+
+
+def build_model(
+    preset, model_config, mixed_precision="none", architecture="gmlp"
+):
     """The classifier task, with its preprocessor for raw images.
 
     `models.image_classifier(preset, **model_config)`'s backbone and head,
     with a `GMLPImageClassifierPreprocessor` whose `GMLPImageConverter`
     resizes raw images to the model's size and scales them to [-1, 1].
     Under mixed precision the head computes in float32 (Keras' advice, for
-    a stable loss; TensorFlow's top-k metric needs float32 logits).
+    a stable loss; TensorFlow's top-k metric needs float32 logits). With
+    `architecture="vit"`, keras-hub's ViT classifier of that gMLP's
+    trainable parameters (depth and MLP size searched at its width, image
+    and patch size) takes the same preprocessor.
+
+    Returns:
+        `(task, description)`: the task and a dict describing it.
     """
+    from keras_gmlp.models.baselines import trainable_parameters
     from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
         GMLPImageClassifierPreprocessor,
     )
@@ -309,14 +329,61 @@ def build_model(preset, model_config, mixed_precision="none"):
 
     bare = models.image_classifier(preset, **model_config)
     converter = GMLPImageConverter(image_size=bare.backbone.image_size)
-    return type(bare)(
+    preprocessor = GMLPImageClassifierPreprocessor(converter)
+    head_dtype = "float32" if mixed_precision != "none" else None
+    if architecture == "vit":
+        return vit_like(bare, preprocessor, head_dtype)
+    task = type(bare)(
         backbone=bare.backbone,
         num_classes=bare.num_classes,
-        preprocessor=GMLPImageClassifierPreprocessor(converter),
+        preprocessor=preprocessor,
         dropout=bare.dropout,
-        head_dtype="float32" if mixed_precision != "none" else None,
+        head_dtype=head_dtype,
         name=bare.name,
     )
+    return task, {
+        "architecture": "gmlp",
+        "trainable_parameters": trainable_parameters(task),
+    }
+
+
+def vit_like(gmlp, preprocessor, head_dtype):
+    """`(task, description)`: keras-hub's ViT classifier with the trainable
+    parameters of the gMLP classifier `gmlp`."""
+    from keras_gmlp.models import baselines
+
+    backbone = gmlp.backbone
+    shape = {
+        "image_size": backbone.image_size,
+        "patch_size": backbone.patch_size,
+        "num_channels": backbone.num_channels,
+        "num_classes": gmlp.num_classes,
+    }
+    target = baselines.trainable_parameters(gmlp)
+    size = baselines.matched_size(
+        lambda layers, width, ffn: baselines.image_classifier_parameters(
+            num_layers=layers, hidden_dim=width, ffn_dim=ffn, **shape
+        ),
+        target,
+        [backbone.hidden_dim],
+    )
+    task = baselines.vit_image_classifier(
+        num_layers=size["num_layers"],
+        hidden_dim=size["hidden_dim"],
+        ffn_dim=size["ffn_dim"],
+        dropout=gmlp.dropout,
+        preprocessor=preprocessor,
+        head_dtype=head_dtype,
+        **shape,
+    )
+    return task, {
+        "architecture": "vit",
+        "transformer_layers": size["num_layers"],
+        "hidden_dim": size["hidden_dim"],
+        "ffn_dim": size["ffn_dim"],
+        "trainable_parameters": baselines.trainable_parameters(task),
+        "gmlp_trainable_parameters": target,
+    }
 
 
 def classification_metrics(num_classes):
@@ -344,7 +411,7 @@ def save_outputs(config, model, title, image_size):
         outputs["saved_model"] = export_classifier(
             model, os.path.join(output_dir, "saved_model")
         )
-    if config.plots:
+    if config.plots and config.architecture == "gmlp":
         from keras_gmlp import plots
         from keras_gmlp.training.callbacks import HISTORY_FILE
         from keras_gmlp.training.callbacks import read_history_records
@@ -398,12 +465,17 @@ def image_converter(model):
 def load_run_model(run_dir):
     """The trained task of a run (its preset, else its `.keras` file).
 
-    Runs of earlier versions saved a bare model without preprocessor.
+    Runs of earlier versions saved a bare model without preprocessor; a
+    baseline's run (ViT) is read from its `.keras` file.
     """
     from keras_gmlp.models import gmlp_image_classifier
 
+    record = run_folder.read_run_config(run_dir)
+    architecture = record["config"].get("architecture", "gmlp")
+    if architecture != "gmlp":
+        import keras_hub  # noqa: F401 (registers keras-hub's classes)
     preset = os.path.join(run_dir, PRESET_DIR)
-    if os.path.isdir(preset):
+    if architecture == "gmlp" and os.path.isdir(preset):
         task = gmlp_image_classifier.GMLPImageClassifier
         return run_folder.load_preset(task, preset)
     path = run_folder.find_file(run_dir, MODEL_FILES)

@@ -18,6 +18,7 @@ continues a prompt with a causal run.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import time
@@ -30,18 +31,16 @@ from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import SPATIAL_UNITS
+from keras_gmlp.training.run_config import TEXT_ARCHITECTURES
 from keras_gmlp.training.run_config import PretrainingConfig
 from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
+from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = PretrainingConfig
 JOB = "pretraining"
@@ -109,9 +108,10 @@ def add_arguments(parser):
     model.add_argument("--objective", choices=("mlm", "causal"))
     model.add_argument(
         "--architecture",
-        choices=("gmlp", "transformer"),
-        help="gmlp, or keras-hub's BERT (GPT-2 for --objective causal) "
-        "matched in size.",
+        choices=TEXT_ARCHITECTURES,
+        help="gmlp, or a keras-hub model of the gMLP's parameter count: "
+        "bert (alias transformer), roformer_v2, deberta_v3 or fnet for "
+        "--objective mlm; gpt2 (alias transformer) for --objective causal.",
     )
     model.add_argument("--preset", help="A text preset (keras-gmlp info).")
     model.add_argument("--sequence-length", type=positive_int)
@@ -133,7 +133,8 @@ def add_arguments(parser):
     model.add_argument(
         "--transformer-layers",
         type=positive_int,
-        help="Transformer layers (default: matched to the gMLP's size).",
+        help="Layers of a baseline (default: searched with its feed-forward "
+        "size to match the gMLP's parameters).",
     )
     model.add_argument("--transformer-heads", type=positive_int)
     mlm = parser.add_argument_group("masking and evaluation")
@@ -153,19 +154,9 @@ def add_arguments(parser):
     return parser
 
 
-def build_parser():
-    """The job's `ArgumentParser`."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    return add_arguments(parser)
-
-
-def config_from_argv(argv=None):
-    """The `PretrainingConfig` of command-line flags."""
-    args = build_parser().parse_args(argv)
-    return arguments.config_from_args(PretrainingConfig, args)
+build_parser, config_from_argv = training_job.flag_readers(
+    DESCRIPTION, CONFIG_CLASS, add_arguments
+)
 
 
 def make_corpus(config):
@@ -295,11 +286,9 @@ def build_models(config, vocabulary_size):
 
     A gMLP run trains its task (`GMLPMaskedLM` or `GMLPCausalLM`, without
     preprocessor: the batches are already masked or shifted), which is
-    also the model saved. A Transformer baseline trains a wrapper over the
-    keras-hub task (`keras_gmlp.models.baselines`).
+    also the model saved. A baseline trains a wrapper over a keras-hub
+    task of the gMLP's parameter count (`build_baseline`).
     """
-    from keras_gmlp.models import baselines
-
     model_config = config.model_config(vocabulary_size)
     resolved = resolve_config(
         "text",
@@ -308,37 +297,69 @@ def build_models(config, vocabulary_size):
         **{k: v for k, v in model_config.items() if k != "preset"},
     )
     resolved["causal"] = config.objective == "causal"
-    if config.architecture == "transformer":
-        layers, block_params, layer_params = (
-            baselines.matched_transformer_layers(
-                resolved, config.transformer_heads
-            )
+    from keras_gmlp.models.baselines import trainable_parameters
+
+    training_model = model = build_task(config.objective, resolved)
+    description = {
+        "architecture": "gmlp",
+        "config": resolved,
+        "trainable_parameters": trainable_parameters(model),
+    }
+    if config.architecture != "gmlp":
+        training_model, model, description = build_baseline(
+            config, resolved, model
         )
-        layers = config.transformer_layers or layers
+    description["parameters"] = int(model.count_params())
+    return training_model, model, description
+
+
+def build_baseline(config, resolved, gmlp):
+    """`(training_model, model, description)` of the config's baseline.
+
+    The keras-hub model (`keras_gmlp.models.baselines`) at the gMLP's
+    width, with the depth (`config.transformer_layers`, or searched) and
+    feed-forward size whose trainable parameters match the gMLP task's.
+    """
+    from keras_gmlp.models import baselines
+
+    name = baselines.canonical_architecture(
+        config.objective, config.architecture
+    )
+    causal = config.objective == "causal"
+
+    def build(num_layers, hidden_dim, ffn_dim):
         size = {
-            "vocabulary_size": vocabulary_size,
+            "vocabulary_size": resolved["vocabulary_size"],
             "sequence_length": config.sequence_length,
-            "num_layers": layers,
-            "hidden_dim": resolved["hidden_dim"],
-            "ffn_dim": resolved["ffn_dim"],
+            "num_layers": num_layers,
+            "hidden_dim": hidden_dim,
+            "ffn_dim": ffn_dim,
             "num_heads": config.transformer_heads,
         }
-        if config.objective == "causal":
-            training_model = model = baselines.causal_lm_baseline(
-                "gpt2", **size
-            )
-        else:
-            training_model, model = baselines.masked_lm_baseline("bert", **size)
-        description = {
-            "architecture": "transformer",
-            "transformer_layers": layers,
-            "gmlp_block_parameters": block_params,
-            "transformer_layer_parameters": layer_params,
-        }
-    else:
-        training_model = model = build_task(config.objective, resolved)
-        description = {"architecture": "gmlp", "config": resolved}
-    description["parameters"] = int(model.count_params())
+        if causal:
+            task = baselines.causal_lm_baseline(name, **size)
+            return task, task
+        return baselines.masked_lm_baseline(name, **size)
+
+    target = baselines.trainable_parameters(gmlp)
+    size = baselines.matched_size(
+        lambda *size: baselines.trainable_parameters(build(*size)[0]),
+        target,
+        [resolved["hidden_dim"]],
+        num_layers=config.transformer_layers,
+    )
+    training_model, model = build(
+        size["num_layers"], size["hidden_dim"], size["ffn_dim"]
+    )
+    description = {
+        "architecture": config.architecture,
+        "baseline": name,
+        "transformer_layers": size["num_layers"],
+        "hidden_dim": size["hidden_dim"],
+        "ffn_dim": size["ffn_dim"],
+        "trainable_parameters": baselines.trainable_parameters(training_model),
+        "gmlp_trainable_parameters": target,
+    }
     return training_model, model, description
 
 
@@ -404,19 +425,15 @@ def model_inputs(dataset, model):
 
 def compile_model(model, config, schedule):
     """AdamW (epsilon 1e-6), token cross-entropy, accuracy, perplexity."""
-    model.compile(
-        optimizer=adamw(
-            schedule,
-            weight_decay=config.weight_decay,
-            global_clipnorm=config.clipnorm,
-            epsilon=1e-6,
-            model=model,
-        ),
-        loss=language_model_loss(),
+    training_job.compile_task(
+        model,
+        config,
+        schedule,
+        language_model_loss(),
+        epsilon=1e-6,
         weighted_metrics=language_model_metrics(
             "masked" if config.objective == "mlm" else "next_token"
         ),
-        jit_compile=config.keras_jit_compile(),
     )
 
 
@@ -432,11 +449,16 @@ def run(config, callbacks=None):
         The results dict.
     """
     from keras_gmlp.data.vocabulary import make_tokenizer
+    from keras_gmlp.models.baselines import default_learning_rate
 
-    # The strategy comes first: TensorFlow's multi-worker set-up and
-    # logical devices must precede anything TensorFlow runs.
-    distribution = run_distribution(config.strategy, config.split_cpu)
-    configure_run(config.seed, config.mixed_precision)
+    distribution = training_job.start(config)
+    if config.learning_rate is None:
+        config = dataclasses.replace(
+            config,
+            learning_rate=default_learning_rate(
+                config.objective, config.architecture
+            ),
+        )
     corpus = make_corpus(config)
     vocabulary = prepare_vocabulary(config, corpus)
     tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
@@ -473,19 +495,16 @@ def run(config, callbacks=None):
         f"{description['parameters']:,} parameters, batch {batch_size}, "
         f"{total_steps} steps on {distribution}."
     )
-    history, wall_time = fit(
+    history, wall_time = training_job.fit_task(
         training_model,
         train_data,
         validation_data,
-        epochs=config.epochs,
-        output_dir=config.output_dir,
-        distribution=distribution,
-        steps_per_epoch=config.steps_per_epoch,
+        config,
+        distribution,
+        config.steps_per_epoch,
+        callbacks,
         monitor="val_perplexity",
         mode="min",
-        tensorboard=config.tensorboard,
-        verbose=config.verbose,
-        callbacks=callbacks,
         endless_stream=True,
     )
     if config.architecture == "gmlp" and distribution.is_chief:
@@ -555,7 +574,7 @@ def _run_settings(run_dir):
 
 
 def _import_baselines(config):
-    if config.architecture == "transformer":
+    if config.architecture != "gmlp":
         import keras_hub  # noqa: F401 (registers keras-hub's classes)
 
 

@@ -25,16 +25,13 @@ from keras_gmlp.models.config import resolve_config
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import TextClassificationConfig
 from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.training.text_metrics import binary_f1
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
+from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = TextClassificationConfig
 JOB = "text_classification"
@@ -105,19 +102,9 @@ def add_arguments(parser):
     return parser
 
 
-def build_parser():
-    """The job's `ArgumentParser`."""
-    parser = argparse.ArgumentParser(
-        description=DESCRIPTION,
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    return add_arguments(parser)
-
-
-def config_from_argv(argv=None):
-    """The `TextClassificationConfig` of command-line flags."""
-    args = build_parser().parse_args(argv)
-    return arguments.config_from_args(TextClassificationConfig, args)
+build_parser, config_from_argv = training_job.flag_readers(
+    DESCRIPTION, CONFIG_CLASS, add_arguments
+)
 
 
 def pretrained_preset(path):
@@ -234,10 +221,7 @@ def run(config, callbacks=None):
     from keras_gmlp.data.labelled_text import load_labelled_text
     from keras_gmlp.data.labelled_text import text_batches
 
-    # The strategy comes first: TensorFlow's multi-worker set-up and
-    # logical devices must precede anything TensorFlow runs.
-    distribution = run_distribution(config.strategy, config.split_cpu)
-    configure_run(config.seed, config.mixed_precision)
+    distribution = training_job.start(config)
     train, validation, label_names = load_labelled_text(
         tfds_name=config.tfds_name,
         data_dir=config.data_dir,
@@ -270,16 +254,12 @@ def run(config, callbacks=None):
             total_steps,
             config.warmup_steps(total_steps),
         )
-        model.compile(
-            optimizer=adamw(
-                schedule,
-                weight_decay=config.weight_decay,
-                global_clipnorm=config.clipnorm,
-                model=model,
-            ),
-            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        training_job.compile_task(
+            model,
+            config,
+            schedule,
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-            jit_compile=config.keras_jit_compile(),
         )
     start = (
         f"pretrained {config.pretrained}" if config.pretrained else "scratch"
@@ -300,19 +280,16 @@ def run(config, callbacks=None):
     if config.steps_per_epoch:
         train_data = train_data.repeat()
     validation_data = text_batches(validation, batch_size)
-    history, wall_time = fit(
+    history, wall_time = training_job.fit_task(
         model,
         train_data,
         validation_data,
-        epochs=config.epochs,
-        output_dir=config.output_dir,
-        distribution=distribution,
-        steps_per_epoch=config.steps_per_epoch,
+        config,
+        distribution,
+        config.steps_per_epoch,
+        callbacks,
         monitor="val_accuracy",
         mode="max",
-        tensorboard=config.tensorboard,
-        verbose=config.verbose,
-        callbacks=callbacks,
     )
     metrics = scores(
         model, validation_data, validation.labels, len(label_names)

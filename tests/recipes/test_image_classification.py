@@ -417,3 +417,27 @@ def test_mixed_precision_run_has_float32_outputs(tmp_path):
     model = keras.saving.load_model(output_dir / "model.keras")
     assert model.get_layer("block_0").compute_dtype == "bfloat16"
     assert model.outputs[0].dtype == "float32"
+
+
+def test_vit_trains_through_the_same_pipeline(tmp_path):
+    from keras_gmlp.models.baselines import LEARNING_RATES
+
+    output_dir = tmp_path / "vit"
+    # A gMLP large enough for a two-layer ViT of its width.
+    flags = ["--architecture", "vit", "--num-layers", "2", "--ffn-dim", "128"]
+    results = train(tiny_digits(output_dir, *flags))
+    model = results["model"]
+    assert model["architecture"] == "vit"
+    assert model["trainable_parameters"] == pytest.approx(
+        model["gmlp_trainable_parameters"], rel=0.03
+    )
+    # No --learning-rate: ViT's digits default, at the dataset's batch.
+    assert results["peak_learning_rate"] == pytest.approx(
+        LEARNING_RATES["image"]["vit"]["digits"]
+    )
+    assert 0 <= results["metrics"]["val_accuracy"] <= 1
+    assert results["spatial_locality"] is None
+    again = image_classification.evaluate_run(str(output_dir))
+    assert again["accuracy"] == pytest.approx(
+        results["metrics"]["val_accuracy"], abs=1e-6
+    )

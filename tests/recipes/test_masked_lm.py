@@ -425,3 +425,36 @@ def test_bad_input_fails_clearly(tmp_path):
     )
     with pytest.raises(ValueError, match="16 is not divisible by num_heads 3"):
         pretraining.build_models(config, 50)
+
+
+@pytest.mark.parametrize(
+    "architecture",
+    [
+        "deberta_v3",
+        pytest.param("roformer_v2", marks=pytest.mark.large),
+        pytest.param("fnet", marks=pytest.mark.large),
+    ],
+)
+def test_baselines_train_on_the_same_batches_and_targets(
+    architecture, corpus, tmp_path
+):
+    from keras_gmlp.models.baselines import LEARNING_RATES
+
+    # A gMLP large enough for one DeBERTa layer with its relative
+    # position embeddings.
+    flags = ["--architecture", architecture, "--epochs", "1"]
+    flags += ["--ffn-dim", "128"]
+    results = train(tiny_flags(corpus, tmp_path, *flags))
+    assert results["model"]["baseline"] == architecture
+    # No --learning-rate: the architecture's default, for a batch of 8
+    # where it is given for the per-replica batch (32).
+    assert results["peak_learning_rate"] == pytest.approx(
+        LEARNING_RATES["mlm"][architecture] * 8 / 32
+    )
+    metrics = results["metrics"]
+    assert 1 < metrics["val_perplexity"] < 1e3
+    # Scored again on the seeded held-out batches: the same targets.
+    again = pretraining.evaluate_run(str(tmp_path))
+    assert again["perplexity"] == pytest.approx(
+        metrics["val_perplexity"], rel=1e-4
+    )
