@@ -16,8 +16,8 @@ from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
 )
 from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 from keras_gmlp.models.image_classifier import image_classifier
+from tests.backends import loading_backends
 
-BACKENDS = ("tensorflow", "jax", "torch")
 TINY = dict(image_size=8, patch_size=4, num_layers=2, hidden_dim=8, ffn_dim=16)
 
 # Loads a preset folder in a fresh process and saves its predictions.
@@ -242,7 +242,7 @@ class GMLPImageClassifierTest(TestCase):
         self.assertEqual(task(keras.ops.zeros((1, 8, 8, 3))).shape, (1, 2))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", loading_backends())
 def test_preset_loads_in_a_fresh_process_on_every_backend(tmp_path, backend):
     task = GMLPImageClassifier(
         backbone=GMLPImageBackbone(**TINY, attention_dim=4),

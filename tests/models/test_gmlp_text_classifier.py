@@ -12,7 +12,7 @@ from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
 from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
-from tests.models.test_gmlp_text_masked_lm import other_backend
+from tests.backends import next_backend
 from tests.models.test_gmlp_text_masked_lm import predict_in_another_backend
 from tests.models.test_gmlp_text_masked_lm import randomize
 from tests.models.text_corpus import TINY_TEXT
@@ -181,7 +181,7 @@ class GMLPTextClassifierTest(TestCase):
         inputs_path = os.path.join(self.get_temp_dir(), "inputs.npz")
         np.savez(inputs_path, **x)
         name, outputs = predict_in_another_backend(
-            preset_dir, "TextClassifier", inputs_path, other_backend()
+            preset_dir, "TextClassifier", inputs_path, next_backend()
         )
         self.assertEqual(name, "GMLPTextClassifier")
         self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)

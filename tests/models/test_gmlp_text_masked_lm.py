@@ -14,21 +14,16 @@ from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
 )
 from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from tests.backends import next_backend
 from tests.models.text_corpus import CORPUS
 from tests.models.text_corpus import TINY_TEXT
 
-BACKENDS = ("tensorflow", "jax", "torch")
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 VOCABULARY += ["the", "quick", "brown", "fox", ".", "jump", "##ed"]
 
 
 def as_numpy(x):
     return keras.ops.convert_to_numpy(x)
-
-
-def other_backend():
-    backend = keras.config.backend()
-    return BACKENDS[(BACKENDS.index(backend) + 1) % len(BACKENDS)]
 
 
 def randomize(model, seed=0):
@@ -236,7 +231,7 @@ class GMLPMaskedLMTest(TestCase):
         inputs_path = os.path.join(self.get_temp_dir(), "inputs.npz")
         np.savez(inputs_path, **x)
         name, outputs = predict_in_another_backend(
-            preset_dir, "MaskedLM", inputs_path, other_backend()
+            preset_dir, "MaskedLM", inputs_path, next_backend()
         )
         self.assertEqual(name, "GMLPMaskedLM")
         self.assertAllClose(outputs, expected, atol=1e-4, rtol=1e-4)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from tests.backends import loading_backends
 
-BACKENDS = ("tensorflow", "jax", "torch")
 SCRIPT = pathlib.Path(__file__).with_name("predict_saved.py")
 
 
@@ -80,7 +80,7 @@ def test_reload_in_process_gives_identical_outputs(saved_folder):
         np.testing.assert_array_equal(outputs, expected, err_msg=name)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", loading_backends())
 def test_loads_in_a_fresh_process_on_every_backend(saved_folder, backend):
     """A file saved here loads after `import keras_gmlp.models` there."""
     env = dict(os.environ, KERAS_BACKEND=backend)

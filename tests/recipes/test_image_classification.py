@@ -147,6 +147,7 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     )
 
 
+@pytest.mark.one_backend("torch")
 def test_killed_run_resumes_from_its_last_epoch(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
@@ -213,6 +214,7 @@ def test_folder_run_counts_corrupt_images(tmp_path):
     assert results["counts"]["train_examples"] == 18
 
 
+@pytest.mark.one_backend("jax")
 def test_tfds_cifar10_run_with_the_paper_recipe(tmp_path):
     # RandAugment takes ~30 s to trace under JAX; it runs on the others.
     randaugment = "0" if BACKEND == "jax" else "2"
@@ -282,6 +284,7 @@ def test_torch_states_plainly_what_it_supports(tmp_path):
         train(tiny_digits(tmp_path, "--strategy", "mirrored"))
 
 
+@pytest.mark.one_backend("jax")
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
 def test_two_device_strategy(tmp_path):
     strategy = "mirrored" if BACKEND == "tensorflow" else "data_parallel"
@@ -408,6 +411,7 @@ def test_two_jax_processes_on_localhost(tmp_path):
     assert results["history"]["loss"] == [r["loss"] for r in chief]
 
 
+@pytest.mark.one_backend("tensorflow")
 def test_mixed_precision_run_has_float32_outputs(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
@@ -419,6 +423,7 @@ def test_mixed_precision_run_has_float32_outputs(tmp_path):
     assert model.outputs[0].dtype == "float32"
 
 
+@pytest.mark.one_backend("torch")
 def test_vit_trains_through_the_same_pipeline(tmp_path):
     from keras_gmlp.models.baselines import LEARNING_RATES
 

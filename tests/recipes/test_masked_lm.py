@@ -218,6 +218,7 @@ def killed_at_epoch_end(argv, epoch, env):
     )
 
 
+@pytest.mark.one_backend("jax")
 def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
     env = dict(os.environ)
     argv = tiny_flags(corpus, tmp_path, "--epochs", "3")
@@ -244,6 +245,7 @@ def test_killed_run_resumes_and_continues_the_stream(corpus, tmp_path):
     assert model.compiled
 
 
+@pytest.mark.one_backend("tensorflow")
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
 def test_two_device_strategy(corpus, tmp_path):
     env = dict(os.environ)
@@ -268,6 +270,7 @@ def test_two_device_strategy(corpus, tmp_path):
     assert np.isfinite(results["metrics"]["val_perplexity"])
 
 
+@pytest.mark.one_backend("torch")
 def test_causal_objective_trains_a_generator(corpus, tmp_path, capsys):
     flags = ["--objective", "causal", "--epochs", "1"]
     flags += ["--mixed-precision", "mixed_bfloat16"]
@@ -303,6 +306,7 @@ def test_causal_objective_trains_a_generator(corpus, tmp_path, capsys):
     assert text.startswith("the cat")
 
 
+@pytest.mark.one_backend("tensorflow")
 def test_causal_transformer_baseline(corpus, tmp_path):
     flags = ["--objective", "causal", "--architecture", "transformer"]
     results = train(tiny_flags(corpus, tmp_path, *flags, "--epochs", "1"))
@@ -320,6 +324,7 @@ def test_causal_transformer_baseline(corpus, tmp_path):
     assert np.abs(before[:, -1] - after[:, -1]).max() > 1e-4
 
 
+@pytest.mark.one_backend("torch")
 def test_tfds_corpus_pretrains(tmp_path):
     flags = tiny_flags("unused", tmp_path, "--epochs", "1")
     flags[flags.index("--text-files") : flags.index("--text-files") + 2] = []
@@ -331,6 +336,7 @@ def test_tfds_corpus_pretrains(tmp_path):
     assert np.isfinite(results["metrics"]["val_perplexity"])
 
 
+@pytest.mark.one_backend("jax")
 def test_transformer_takes_the_gmlp_batches(corpus, rng):
     from keras_gmlp.data.corpus import TextCorpus
     from keras_gmlp.data.corpus import expand_patterns
@@ -430,9 +436,9 @@ def test_bad_input_fails_clearly(tmp_path):
 @pytest.mark.parametrize(
     "architecture",
     [
-        "deberta_v3",
-        pytest.param("roformer_v2", marks=pytest.mark.large),
-        pytest.param("fnet", marks=pytest.mark.large),
+        pytest.param("deberta_v3", marks=pytest.mark.one_backend("jax")),
+        pytest.param("roformer_v2", marks=pytest.mark.one_backend("torch")),
+        pytest.param("fnet", marks=pytest.mark.one_backend("tensorflow")),
     ],
 )
 def test_baselines_train_on_the_same_batches_and_targets(

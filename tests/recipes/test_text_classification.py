@@ -48,6 +48,7 @@ def task(tmp_path_factory):
     return folder
 
 
+@pytest.mark.one_backend("jax")
 def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
     cli.main(
         [
@@ -153,6 +154,7 @@ def pretrained_run(task, tmp_path_factory):
     return output_dir
 
 
+@pytest.mark.one_backend("torch")
 def test_pretrained_encoder_weights_and_vocabulary_are_reused(
     task, pretrained_run, tmp_path
 ):
