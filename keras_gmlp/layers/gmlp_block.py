@@ -1,4 +1,5 @@
 import keras
+from keras import ops
 
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
@@ -225,6 +226,7 @@ class GMLPBlock(keras.layers.Layer):
                 "needs a causal GMLPBlock (causal=True)."
             )
         cache = dict(cache)
+        inputs = ops.cast(inputs, self.compute_dtype)
         normalized = self.norm(inputs)
         hidden = keras.activations.gelu(
             self.channel_projection_in(normalized), approximate=False

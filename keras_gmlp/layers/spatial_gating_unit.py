@@ -39,6 +39,13 @@ def is_static(length):
     return isinstance(length, numbers.Integral)
 
 
+def cache_index(index):
+    """A decoding position as a Python int, or else an int32 tensor."""
+    if is_static(index):
+        return int(index)
+    return ops.convert_to_tensor(index, "int32")
+
+
 def leading(x, length, axis):
     """The first `length` entries of `x` along `axis`.
 
@@ -363,8 +370,10 @@ class SpatialGatingUnit(keras.layers.Layer):
         max_length = cache.shape[-2]
         self.check_cache(max_length)
         length = inputs.shape[-2]
-        u, v = self._gate_input(inputs)
-        start = cache_update_index
+        u, v = self._gate_input(ops.cast(inputs, self.compute_dtype))
+        if attention is not None:
+            attention = ops.cast(attention, self.compute_dtype)
+        start = cache_index(cache_update_index)
         cache = ops.slice_update(cache, [0, start, 0], ops.cast(v, cache.dtype))
         if is_static(start) and start == 0:
             v = self._mix(v, length, True)

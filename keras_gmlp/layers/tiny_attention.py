@@ -3,6 +3,8 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.spatial_gating_unit import cache_index
+
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TinyAttention(keras.layers.Layer):
@@ -174,9 +176,10 @@ class TinyAttention(keras.layers.Layer):
         max_length = cache.shape[-2]
         self.check_cache(max_length)
         length = inputs.shape[-2]
+        inputs = ops.cast(inputs, self.compute_dtype)
         query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-        start = cache_update_index
+        start = cache_index(cache_update_index)
         cache = ops.slice_update(cache, [0, 0, start, 0], update)
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
