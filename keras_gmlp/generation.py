@@ -245,7 +245,10 @@ class _Decoder:
         source = getattr(model, "backbone", model)
         self.embedding = source.get_layer("token_embedding")
         self.final_norm = source.get_layer("final_norm")
-        self.blocks = _blocks(model)
+        # In the order of the graph (tracking order differs on torch).
+        self.blocks = [
+            layer for layer in source.layers if isinstance(layer, GMLPBlock)
+        ]
         # Which positions the tiny attention treats as padding: as the
         # full model does (the task's mask, or the embedding's zero mask).
         self.masks_padding = (
