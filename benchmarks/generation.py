@@ -38,6 +38,14 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   Under torch each op is an eager dispatch through Keras' layer calls
   (roughly 60 small ops per block step), which caps its tokens/s; under
   JAX and TensorFlow the step runs inside the compiled while loop.
+- Measured (load average 10-12 on the 2 cores), speed-up at 512 tokens:
+  JAX 43x (cached 870 tokens/s), TensorFlow 24x (690 tokens/s), torch
+  2.7x on two threads and 3.6x with `OMP_NUM_THREADS=1` (cached 140
+  tokens/s, the same at 128 and 512 tokens: about 7 ms of eager dispatch
+  per token, against 25 ms for a full recompute at 512). Torch misses the
+  5x target: its cached step is all overhead (Keras `__call__` of each
+  sublayer plus small torch ops), which compiling the step (torch.compile)
+  or calling the sublayers' ops without `__call__` would have to remove.
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 
