@@ -1,7 +1,10 @@
 """Text generation with causal gMLP language models: greedy and top-k."""
 
+import weakref
+
 import keras
 import numpy as np
+from keras import ops
 
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
@@ -55,12 +58,14 @@ def generate(
 ):
     """Extends token sequences with a causal gMLP language model.
 
-    Each step runs the model on a fixed-length buffer (the prompt, the
-    tokens generated so far and `[PAD]` after them) and reads the logits at
-    each row's last filled position: with a causal model the positions
-    after it cannot change those logits, and the fixed shape is compiled
-    once. Left-padded prompts are moved to the start of the buffer, so
-    that a prompt gives the same tokens padded or alone.
+    Decoding is incremental: a causal pass over the prompts fills each
+    block's cache (the normalised gate inputs of its spatial gating unit,
+    the keys and values of its tiny attention), then each new token costs
+    one row of the spatial weights times that cache, `O(tokens)` per block,
+    in a step compiled once per buffer shape. The tokens are those of
+    rerunning the model on the growing prefix. Left-padded prompts are
+    moved to the start of the buffer, so that a prompt gives the same
+    tokens padded or alone.
 
     Args:
         model: a `keras_gmlp.GMLPCausalLM` (as `keras_gmlp.models.causal_lm`
@@ -158,23 +163,38 @@ def generate(
     tokens = np.zeros((batch, total), "int32")
     for row in rows:
         tokens[row, : lengths[row]] = prompt[row, padding[row] :]
+    # The uniform numbers of the sampling, one per step and row, drawn in
+    # that order whatever the rows' prompt lengths.
+    uniforms = rng.random((max_new_tokens, batch))
     finished = np.zeros(batch, bool)
-    predict = _token_predictor(model)
-    for step in range(max_new_tokens):
-        positions = lengths + step
-        logits = predict(tokens)
-        logits = keras.ops.convert_to_numpy(logits)[rows, positions - 1]
+    # Incremental decoding: the prefill runs the causal pass over the
+    # buffer and fills each block's cache; each step then feeds the token
+    # at `index - 1` of every row and reads the logits predicting the
+    # token at `index`. Rows still inside their prompt keep its token.
+    index = int(lengths.min())
+    if max_new_tokens:
+        decoder = _decoder(model)
+        cache = decoder.prefill(tokens)
+    while index < total and max_new_tokens:
+        logits, cache = decoder.step(tokens, cache, index - 1)
+        step = index - lengths
+        generating = (step >= 0) & (step < max_new_tokens)
         logits = logits.astype("float64") / temperature
         if strategy == "greedy":
             chosen = logits.argmax(axis=-1)
         else:
-            chosen = _sample_top_k(logits, top_k, rng)
+            chosen = _sample_top_k(
+                logits,
+                top_k,
+                uniforms[np.clip(step, 0, max_new_tokens - 1), rows],
+            )
         chosen = np.where(finished, 0, chosen)
-        tokens[rows, positions] = chosen
+        tokens[generating, index] = chosen[generating]
         if end_token_id is not None:
-            finished |= chosen == end_token_id
+            finished |= generating & (chosen == end_token_id)
             if finished.all():
                 break
+        index += 1
     output = np.zeros((batch, width + max_new_tokens), "int32")
     for row in rows:
         output[row, padding[row] :] = tokens[
@@ -184,13 +204,130 @@ def generate(
     return tokens[0] if single else tokens
 
 
-def _sample_top_k(logits, top_k, rng):
+def _sample_top_k(logits, top_k, uniforms):
+    """One token per row among its `top_k` best, by inverse transform of
+    the row's uniform number (as `numpy.random.Generator.choice` does)."""
     top_k = min(top_k, logits.shape[-1])
     candidates = np.argpartition(-logits, top_k - 1, axis=-1)[:, :top_k]
     chosen = np.empty(len(logits), "int64")
     for row, ids in enumerate(candidates):
         values = logits[row, ids]
         probabilities = np.exp(values - values.max())
-        probabilities /= probabilities.sum()
-        chosen[row] = rng.choice(ids, p=probabilities)
+        cumulative = np.cumsum(probabilities / probabilities.sum())
+        cumulative /= cumulative[-1]
+        position = np.searchsorted(cumulative, uniforms[row], side="right")
+        chosen[row] = ids[position]
     return chosen
+
+
+_DECODERS = weakref.WeakKeyDictionary()
+
+
+def _decoder(model):
+    """The `_Decoder` of `model`, made once: its step compiles once per
+    buffer shape."""
+    if model not in _DECODERS:
+        _DECODERS[model] = _Decoder(model)
+    return _DECODERS[model]
+
+
+class _Decoder:
+    """Incremental decoding with the blocks' caches, compiled on JAX and
+    TensorFlow (one compilation per buffer shape), under `no_grad` on
+    torch.
+
+    Args:
+        model: a causal gMLP text model: a `GMLPCausalLM` or a functional
+            model with layers `token_embedding`, `block_*` and
+            `final_norm`.
+    """
+
+    def __init__(self, model):
+        source = getattr(model, "backbone", model)
+        self.embedding = source.get_layer("token_embedding")
+        self.final_norm = source.get_layer("final_norm")
+        # In the order of the graph (tracking order differs on torch).
+        self.blocks = [
+            layer for layer in source.layers if isinstance(layer, GMLPBlock)
+        ]
+        # Which positions the tiny attention treats as padding: as the
+        # full model does (the task's mask, or the embedding's zero mask).
+        self.masks_padding = (
+            isinstance(model.input, dict) or self.embedding.mask_zero
+        )
+        self.compiled = _compile(self._step, model)
+
+    def _forward(self, token_ids, cache, index, padding_mask):
+        x = self.embedding(token_ids)
+        caches = []
+        for block, block_cache in zip(self.blocks, cache, strict=True):
+            x, block_cache = block.call_with_cache(
+                x, block_cache, index, padding_mask=padding_mask
+            )
+            caches.append(block_cache)
+        logits = self.embedding(self.final_norm(x), reverse=True)
+        return logits, tuple(caches)
+
+    def _step(self, token_ids, cache, index, padding_mask):
+        batch_size = ops.shape(token_ids)[0]
+        column = ops.slice(token_ids, [0, index], [batch_size, 1])
+        logits, cache = self._forward(column, cache, index, padding_mask)
+        return ops.cast(logits[:, 0], "float32"), cache
+
+    def _padding_mask(self, tokens):
+        return tokens != 0 if self.masks_padding else None
+
+    def prefill(self, tokens):
+        """The cache after the causal pass over the buffer `tokens`."""
+        batch, length = tokens.shape
+        cache = tuple(block.empty_cache(batch, length) for block in self.blocks)
+        _, cache = _no_grad(
+            self._forward, tokens, cache, 0, self._padding_mask(tokens)
+        )
+        return cache
+
+    def step(self, tokens, cache, index):
+        """Logits `(batch, vocabulary)` after position `index` of each
+        row of the buffer `tokens`, and the updated cache."""
+        logits, cache = self.compiled(
+            tokens,
+            cache,
+            np.array(index, "int32"),
+            self._padding_mask(tokens),
+        )
+        return ops.convert_to_numpy(logits), cache
+
+
+def _no_grad(function, *args):
+    if keras.config.backend() == "torch":
+        import torch
+
+        with torch.no_grad():
+            return function(*args)
+    return function(*args)
+
+
+def _compile(function, model):
+    """`function` compiled for the backend, reading `model`'s weights."""
+    backend = keras.config.backend()
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return tf.function(function, jit_compile=True)
+    if backend == "jax":
+        import jax
+
+        variables = model.variables
+
+        @jax.jit
+        def stateless(values, *args):
+            with keras.StatelessScope(
+                state_mapping=zip(variables, values, strict=True)
+            ):
+                return function(*args)
+
+        def run(*args):
+            return stateless([variable.value for variable in variables], *args)
+
+        return run
+    return lambda *args: _no_grad(function, *args)

@@ -1,4 +1,5 @@
 import keras
+from keras import ops
 
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
@@ -162,6 +163,94 @@ class GMLPBlock(keras.layers.Layer):
         hidden = self.spatial_gating_unit(hidden, attention=attention)
         hidden = self.channel_projection_out(hidden)
         return inputs + self.drop_path(hidden, training=training)
+
+    def empty_cache(self, batch_size, max_length):
+        """A zero decoding cache for `call_with_cache`.
+
+        Args:
+            batch_size: int or scalar tensor.
+            max_length: int. Tokens the cache holds: the prompt and the
+                tokens to generate, at most `sequence_length`.
+
+        Returns:
+            A dict: `"spatial_gating_unit"`, the normalised gate inputs
+            `(batch_size, max_length, gate_channels)`, and for aMLP
+            `"tiny_attention"`, its keys and values `(batch_size, 2,
+            max_length, attention_dim)`.
+        """
+        cache = {
+            "spatial_gating_unit": self.spatial_gating_unit.empty_cache(
+                batch_size, max_length
+            )
+        }
+        if self.tiny_attention is not None:
+            cache["tiny_attention"] = self.tiny_attention.empty_cache(
+                batch_size, max_length
+            )
+        return cache
+
+    def call_with_cache(
+        self, inputs, cache, cache_update_index, padding_mask=None
+    ):
+        """The outputs of positions `[start, start + k)`, with a cache.
+
+        Incremental decoding: the channel projections act on the new
+        positions only, the spatial gating unit multiplies one row of its
+        weight by the cached normalised gate inputs and the tiny attention
+        attends to its cached keys and values, so a token costs
+        `O(max_length)` instead of the `O(max_length^2)` of a full pass.
+        The outputs equal those of `call` on the whole prefix (up to
+        rounding). Causal blocks only; no stochastic depth.
+
+        Args:
+            inputs: tensor `(batch, k, d_model)`, the inputs of positions
+                `[cache_update_index, cache_update_index + k)`. With
+                `cache_update_index=0` and `k = max_length` (the prompt's
+                prefill) it computes the full causal pass and fills the
+                cache.
+            cache: dict, as `empty_cache` makes it or this method returns
+                it.
+            cache_update_index: int or int scalar tensor. Position of the
+                first of `inputs`.
+            padding_mask: optional boolean tensor `(batch, max_length)`,
+                `False` for positions that are padding; used by the tiny
+                attention only, as in `call`.
+
+        Returns:
+            `(outputs, cache)`: outputs `(batch, k, d_model)` and the
+            updated cache.
+        """
+        if not self.causal:
+            raise ValueError(
+                f"Received causal={self.causal}; decoding with a cache "
+                "needs a causal GMLPBlock (causal=True)."
+            )
+        cache = dict(cache)
+        inputs = ops.cast(inputs, self.compute_dtype)
+        normalized = self.norm(inputs)
+        hidden = keras.activations.gelu(
+            self.channel_projection_in(normalized), approximate=False
+        )
+        attention = None
+        if self.tiny_attention is not None:
+            attention, cache["tiny_attention"] = (
+                self.tiny_attention.call_with_cache(
+                    normalized,
+                    cache["tiny_attention"],
+                    cache_update_index,
+                    padding_mask=padding_mask,
+                )
+            )
+        hidden, cache["spatial_gating_unit"] = (
+            self.spatial_gating_unit.call_with_cache(
+                hidden,
+                cache["spatial_gating_unit"],
+                cache_update_index,
+                attention=attention,
+            )
+        )
+        hidden = self.channel_projection_out(hidden)
+        return inputs + hidden, cache
 
     def compute_output_shape(self, input_shape):
         return input_shape

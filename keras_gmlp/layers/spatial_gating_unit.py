@@ -39,6 +39,13 @@ def is_static(length):
     return isinstance(length, numbers.Integral)
 
 
+def cache_index(index):
+    """A decoding position as a Python int, or else an int32 tensor."""
+    if is_static(index):
+        return int(index)
+    return ops.convert_to_tensor(index, "int32")
+
+
 def leading(x, length, axis):
     """The first `length` entries of `x` along `axis`.
 
@@ -269,17 +276,27 @@ class SpatialGatingUnit(keras.layers.Layer):
             self._check_length(length)
         else:
             length = ops.shape(inputs)[-2]
+        u, v = self._gate_input(inputs)
+        v = self._mix(v, length, static)
+        return self._gate(u, v, attention)
+
+    def _gate_input(self, inputs):
+        """`(u, z)`: the gated part and the normalised gate input."""
         if self.gating == "split":
             u, v = ops.split(inputs, 2, axis=-1)
         else:
             u = v = inputs
-        v = self.norm(v)
+        return u, self.norm(v)
+
+    def _mix(self, v, length, static):
+        """`W @ v + b` over the `length` leading tokens."""
         if self.uses_fft(length if static else None):
-            v = self.toeplitz_by_fft(v, length)
-        else:
-            weight = ops.cast(self.spatial_weight(length), v.dtype)
-            bias = ops.cast(leading(self.bias, length, axis=0), v.dtype)
-            v = ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
+            return self.toeplitz_by_fft(v, length)
+        weight = ops.cast(self.spatial_weight(length), v.dtype)
+        bias = ops.cast(leading(self.bias, length, axis=0), v.dtype)
+        return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
+
+    def _gate(self, u, v, attention):
         if attention is not None:
             v = v + attention
         if self.gating == "linear":
@@ -287,6 +304,102 @@ class SpatialGatingUnit(keras.layers.Layer):
         if self.gating == "additive":
             return u + v
         return u * v
+
+    def check_cache(self, max_length):
+        """Raises a ValueError unless the unit can decode with a cache.
+
+        Args:
+            max_length: int. Tokens of the cache.
+        """
+        if not self.causal:
+            raise ValueError(
+                f"Received causal={self.causal}; decoding with a cache "
+                "needs a causal SpatialGatingUnit (causal=True): a "
+                "bidirectional one mixes in tokens not generated yet."
+            )
+        if not is_static(max_length):
+            raise ValueError(
+                f"Received a cache of {max_length} tokens; expected a "
+                "static (Python int) length."
+            )
+        self._check_length(max_length)
+
+    def empty_cache(self, batch_size, max_length):
+        """A zero cache `(batch_size, max_length, gate_channels)`.
+
+        Args:
+            batch_size: int or scalar tensor.
+            max_length: int. Tokens the cache holds: the prompt and the
+                tokens to generate, at most `sequence_length`.
+        """
+        self.check_cache(max_length)
+        gate_channels = self.norm.gamma.shape[-1]
+        return ops.zeros(
+            (batch_size, max_length, gate_channels), self.compute_dtype
+        )
+
+    def call_with_cache(
+        self, inputs, cache, cache_update_index, attention=None
+    ):
+        """The outputs of positions `[start, start + k)`, with a cache.
+
+        The cache holds the normalised gate input `z` of every position
+        decoded so far (the gMLP counterpart of a key/value cache). The
+        new positions' `z` are written into it at `cache_update_index`,
+        and output `i` is `u_i * (sum_{j <= i} W[i, j] z_j + b_i)`: one
+        row of `W` times the cache, `O(max_length)` per token. Entries of
+        the cache after position `i` are masked out. With
+        `cache_update_index=0` (a Python int, the prompt's prefill) the
+        spatial product is the one `call` computes, by FFT where `call`
+        would use it. Causal units only.
+
+        Args:
+            inputs: tensor `(batch, k, channels)`, the inputs of positions
+                `[cache_update_index, cache_update_index + k)`.
+            cache: tensor `(batch, max_length, gate_channels)`, as
+                `empty_cache` makes it or this method returns it.
+            cache_update_index: int or int scalar tensor. Position of the
+                first of `inputs`.
+            attention: optional tensor `(batch, k, gate_channels)`, the
+                tiny attention of the new positions.
+
+        Returns:
+            `(outputs, cache)`: outputs `(batch, k, gate_channels)` and
+            the updated cache.
+        """
+        max_length = cache.shape[-2]
+        self.check_cache(max_length)
+        length = inputs.shape[-2]
+        u, v = self._gate_input(ops.cast(inputs, self.compute_dtype))
+        if attention is not None:
+            attention = ops.cast(attention, self.compute_dtype)
+        start = cache_index(cache_update_index)
+        cache = ops.slice_update(cache, [0, start, 0], ops.cast(v, cache.dtype))
+        if is_static(start) and start == 0:
+            v = self._mix(v, length, True)
+        else:
+            v = self._mix_rows(cache, start, length)
+        return self._gate(u, v, attention), cache
+
+    def _mix_rows(self, cache, start, length):
+        """Rows `[start, start + length)` of `W @ cache + b`, causal."""
+        n = self.sequence_length
+        max_length = cache.shape[-2]
+        rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
+        columns = ops.arange(max_length, dtype="int32")
+        kernel = ops.convert_to_tensor(self.kernel)
+        if self.spatial == "dense":
+            weight = ops.slice(kernel, [start, 0], [length, max_length])
+        else:
+            offsets = rows[:, None] - columns[None, :] + (n - 1)
+            weight = ops.take(kernel, offsets, axis=0)
+        visible = columns[None, :] <= rows[:, None]
+        weight = ops.where(visible, weight, ops.zeros_like(weight))
+        weight = ops.cast(weight, cache.dtype)
+        bias = ops.slice(ops.convert_to_tensor(self.bias), [start], [length])
+        bias = ops.cast(bias, cache.dtype)
+        product = ops.einsum("ij,...jc->...ic", weight, cache)
+        return product + bias[:, None]
 
     def toeplitz_by_fft(self, v, length):
         """`W @ v + b` for the Toeplitz `W`, as a convolution by real FFT.

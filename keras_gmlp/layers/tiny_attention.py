@@ -3,6 +3,8 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.spatial_gating_unit import cache_index
+
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TinyAttention(keras.layers.Layer):
@@ -87,12 +89,17 @@ class TinyAttention(keras.layers.Layer):
         if padding_mask is None:
             padding_mask = mask
         query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
-        scores = ops.einsum("...id,...jd->...ij", query, key)
-        scores = ops.cast(scores, "float32") / math.sqrt(self.attention_dim)
         allowed = None
         if self.causal:
-            length = ops.shape(scores)[-1]
+            length = ops.shape(key)[-2]
             allowed = ops.tril(ops.ones((length, length), dtype="bool"))
+        return self._attend(query, key, value, allowed, padding_mask)
+
+    def _attend(self, query, key, value, allowed, padding_mask):
+        """Attention of `query` over `key`, where `allowed` (and the
+        padding mask of the keys) lets it."""
+        scores = ops.einsum("...id,...jd->...ij", query, key)
+        scores = ops.cast(scores, "float32") / math.sqrt(self.attention_dim)
         if padding_mask is not None:
             keys = ops.cast(padding_mask, "bool")[..., None, :]
             allowed = (
@@ -112,6 +119,75 @@ class TinyAttention(keras.layers.Layer):
         weights = ops.cast(weights, value.dtype)
         attended = ops.einsum("...ij,...jd->...id", weights, value)
         return self.output_projection(attended)
+
+    def check_cache(self, max_length):
+        """Raises a ValueError unless the layer can decode with a cache."""
+        if not self.causal:
+            raise ValueError(
+                f"Received causal={self.causal}; decoding with a cache "
+                "needs a causal TinyAttention (causal=True): a "
+                "bidirectional one attends to tokens not generated yet."
+            )
+        if not isinstance(max_length, int):
+            raise ValueError(
+                f"Received a cache of {max_length} tokens; expected a "
+                "static (Python int) length."
+            )
+
+    def empty_cache(self, batch_size, max_length):
+        """A zero cache of keys and values, `(batch_size, 2, max_length,
+        attention_dim)`.
+
+        Args:
+            batch_size: int or scalar tensor.
+            max_length: int. Tokens the cache holds.
+        """
+        self.check_cache(max_length)
+        return ops.zeros(
+            (batch_size, 2, max_length, self.attention_dim),
+            self.compute_dtype,
+        )
+
+    def call_with_cache(
+        self, inputs, cache, cache_update_index, padding_mask=None
+    ):
+        """The outputs of positions `[start, start + k)`, with a cache.
+
+        The keys and values of the new positions are written into the
+        cache at `cache_update_index`; their queries attend to the cached
+        keys up to their own position. Causal layers only.
+
+        Args:
+            inputs: tensor `(batch, k, channels)`, the inputs of positions
+                `[cache_update_index, cache_update_index + k)`.
+            cache: tensor `(batch, 2, max_length, attention_dim)`: keys
+                and values, as `empty_cache` makes it or this method
+                returns it.
+            cache_update_index: int or int scalar tensor. Position of the
+                first of `inputs`.
+            padding_mask: optional boolean tensor `(batch, max_length)`,
+                `False` for the cached positions that are padding (no
+                attention goes to them), as in `call`.
+
+        Returns:
+            `(outputs, cache)`: outputs `(batch, k, output_dim)` and the
+            updated cache.
+        """
+        max_length = cache.shape[-2]
+        self.check_cache(max_length)
+        length = inputs.shape[-2]
+        inputs = ops.cast(inputs, self.compute_dtype)
+        query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
+        update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
+        start = cache_index(cache_update_index)
+        cache = ops.slice_update(cache, [0, 0, start, 0], update)
+        rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
+        columns = ops.arange(max_length, dtype="int32")
+        allowed = columns[None, :] <= rows[:, None]
+        outputs = self._attend(
+            query, cache[:, 0], cache[:, 1], allowed, padding_mask
+        )
+        return outputs, cache
 
     def compute_output_shape(self, input_shape):
         output_dim = self.output_dim or input_shape[-1]

@@ -25,8 +25,10 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
     `generate()` takes strings (with a `GMLPCausalLMPreprocessor`) or
     dicts of token ids and runs one of keras-hub's samplers (`"greedy"`,
     `"top_k"`, `"top_p"`, `"beam"` ... chosen in `compile(sampler=...)`),
-    compiled on every backend. Each step recomputes the prefix: the cost
-    of a token grows with the sequence (the "cache" is the token buffer).
+    compiled on every backend. Decoding is incremental: each block caches
+    the normalised gate inputs of its spatial gating unit (and the tiny
+    attention its keys and values), so a new token costs `O(tokens)` per
+    block instead of a pass over the whole prefix.
 
     `compile()` defaults to AdamW (learning rate 1e-4, weight decay 0.01
     on every weight but biases and normalisations, global gradient norm
@@ -133,43 +135,40 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         return config
 
     def call_with_cache(self, token_ids, cache, cache_update_index):
-        """Logits of one position, given the tokens before it.
+        """Logits of the positions of `token_ids`, given a decoding cache.
 
-        The cache is the buffer of every token so far, `(batch,
-        max_length)`: the token at `cache_update_index` is written into it
-        and the backbone reruns on the buffer. Causality makes the tokens
-        after `cache_update_index` irrelevant to its logits.
+        Incremental decoding: every block caches the normalised gate input
+        of its spatial gating unit (and the tiny attention its keys and
+        values), so a new token costs `O(max_length)` per block instead of
+        a pass over the whole prefix.
 
         Args:
-            token_ids: int tensor `(batch, 1)`, the token at
-                `cache_update_index`.
-            cache: int tensor `(batch, max_length)`, the token buffer.
-            cache_update_index: int. Position of `token_ids`.
+            token_ids: int tensor `(batch, k)`, the tokens of positions
+                `[cache_update_index, cache_update_index + k)`; `k = 1`
+                while decoding.
+            cache: tuple of one dict of tensors per block, as
+                `_build_cache` returns it.
+            cache_update_index: int or int scalar tensor.
 
         Returns:
-            `(logits, hidden_states, cache)`: logits `(batch, 1,
-            vocabulary_size)` predicting the next token, the hidden state
-            `(batch, 1, hidden_dim)` and the updated buffer.
+            `(logits, hidden_states, cache)`: logits `(batch, k,
+            vocabulary_size)` predicting the next tokens, hidden states
+            `(batch, k, hidden_dim)` and the updated cache.
         """
-        token_ids = ops.cast(token_ids, cache.dtype)
-        cache = ops.slice_update(cache, [0, cache_update_index], token_ids)
-        hidden = self.backbone(
-            {"token_ids": cache, "padding_mask": ops.ones_like(cache)}
-        )
-        batch_size = ops.shape(hidden)[0]
-        hidden = ops.slice(
-            hidden,
-            [0, cache_update_index, 0],
-            [batch_size, 1, self.backbone.hidden_dim],
+        hidden, cache = self.backbone.call_with_cache(
+            token_ids, cache, cache_update_index
         )
         logits = self.backbone.token_embedding(hidden, reverse=True)
         return logits, hidden, cache
 
     def _build_cache(self, token_ids):
-        hidden = self.backbone(
-            {"token_ids": token_ids, "padding_mask": ops.ones_like(token_ids)}
-        )
-        return hidden, token_ids
+        """Runs the prompt buffer `(batch, max_length)` through the causal
+        pass and returns its hidden states and the filled cache."""
+        batch_size = ops.shape(token_ids)[0]
+        max_length = token_ids.shape[1]
+        cache = self.backbone.empty_cache(batch_size, max_length)
+        _, hidden, cache = self.call_with_cache(token_ids, cache, 0)
+        return hidden, cache
 
     def generate_step(self, inputs, stop_token_ids=None):
         """Generates the tokens after right-padded prompts.

@@ -185,6 +185,48 @@ class GMLPTextBackbone(Backbone):
         self.gating = gating
         self.drop_path_rate = drop_path_rate
 
+    def empty_cache(self, batch_size, max_length):
+        """A zero decoding cache: a tuple of one dict per block.
+
+        Args:
+            batch_size: int or scalar tensor.
+            max_length: int. Tokens the cache holds, at most
+                `sequence_length`.
+        """
+        return tuple(
+            block.empty_cache(batch_size, max_length) for block in self.blocks
+        )
+
+    def call_with_cache(
+        self, token_ids, cache, cache_update_index, padding_mask=None
+    ):
+        """Final hidden states of positions `[start, start + k)`, with a
+        cache: incremental decoding for a causal backbone, see
+        `keras_gmlp.layers.GMLPBlock.call_with_cache`.
+
+        Args:
+            token_ids: int tensor `(batch, k)`, the tokens of positions
+                `[cache_update_index, cache_update_index + k)`.
+            cache: tuple of one dict per block, as `empty_cache` makes it
+                or this method returns it.
+            cache_update_index: int or int scalar tensor.
+            padding_mask: optional tensor `(batch, max_length)`, `False`
+                (0) for padding positions; used by the tiny attention.
+                Defaults to `None`, every position real.
+
+        Returns:
+            `(hidden, cache)`: hidden states `(batch, k, hidden_dim)` and
+            the updated cache.
+        """
+        x = self.token_embedding(token_ids)
+        caches = []
+        for block, block_cache in zip(self.blocks, cache, strict=True):
+            x, block_cache = block.call_with_cache(
+                x, block_cache, cache_update_index, padding_mask=padding_mask
+            )
+            caches.append(block_cache)
+        return self.final_norm(x), tuple(caches)
+
     def get_config(self):
         config = super().get_config()
         config.update(
