@@ -19,26 +19,6 @@ def _blocks(model):
     ]
 
 
-def _token_predictor(model):
-    """A function from a token-id buffer to logits for `model`.
-
-    A model from token ids takes the buffer; a task (a `GMLPCausalLM`, as
-    `keras_gmlp.models.causal_lm` builds it) is run on its dict of ids and
-    padding mask through a plain functional view of its graph, so that no
-    preprocessor it may hold is applied.
-    """
-    if not isinstance(model.input, dict):
-        return model.predict_on_batch
-    plain = keras.Model(model.input, model.output)
-
-    def predict(tokens):
-        return plain.predict_on_batch(
-            {"token_ids": tokens, "padding_mask": tokens != 0}
-        )
-
-    return predict
-
-
 def model_sequence_length(model):
     """The largest number of tokens a gMLP text model accepts, or `None`."""
     lengths = [block.sequence_length for block in _blocks(model)]
