@@ -20,10 +20,11 @@ python recipes/masked_lm.py --output-dir runs/gmlp_tiny \\
 ```
 
 `--objective causal` trains a causal (next-token) gMLP instead;
-`--architecture transformer` trains keras-hub's BERT (GPT-2 for
-`--objective causal`) with about the same number of parameters through the
-same pipeline; `--spatial-unit` selects the spatial unit of the paper's
-ablation (Table 3). `--predict` is `keras-gmlp fill-mask`.
+`--architecture bert|roformer_v2|deberta_v3|fnet` trains that keras-hub
+Transformer (`transformer` is BERT, or GPT-2 for `--objective causal`) with
+about the same number of parameters through the same pipeline;
+`--spatial-unit` selects the spatial unit of the paper's ablation (Table 3).
+`--predict` is `keras-gmlp fill-mask`.
 """
 
 import os
