@@ -81,6 +81,7 @@ class GMLPImageBackboneTest(TestCase):
             run_data_format_check=False,
         )
 
+    @pytest.mark.one_backend("tensorflow")
     def test_amlp_toeplitz_backbone_basics(self):
         self.run_vision_backbone_test(
             cls=GMLPImageBackbone,

@@ -35,6 +35,7 @@ class GMLPTextBackboneTest(TestCase):
         )
 
     @pytest.mark.filterwarnings("ignore::UserWarning")
+    @pytest.mark.one_backend("torch")
     def test_amlp_causal_backbone_basics(self):
         self.run_backbone_test(
             cls=GMLPTextBackbone,
