@@ -214,7 +214,7 @@ def test_folder_run_counts_corrupt_images(tmp_path):
     assert results["counts"]["train_examples"] == 18
 
 
-@pytest.mark.one_backend("jax")
+@pytest.mark.one_backend("torch")
 def test_tfds_cifar10_run_with_the_paper_recipe(tmp_path):
     # RandAugment takes ~30 s to trace under JAX; it runs on the others.
     randaugment = "0" if BACKEND == "jax" else "2"

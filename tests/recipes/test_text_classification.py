@@ -48,7 +48,7 @@ def task(tmp_path_factory):
     return folder
 
 
-@pytest.mark.one_backend("jax")
+@pytest.mark.one_backend("torch")
 def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
     cli.main(
         [
