@@ -27,7 +27,10 @@ row is in the JSON. The winners are the values to record in
 
 The job's own flags (corpus, preset, batch, sequence length...) follow
 `--`; each run adds `--architecture`, `--learning-rate`, `--seed`,
-`--epochs 1`, `--steps-per-epoch` and its `--output-dir`.
+`--epochs 1`, `--steps-per-epoch` and its `--output-dir`. A `--variant
+LABEL=FLAGS` is one more model: the job's flags plus `FLAGS` (the paper's
+ablation: `--variant "multiplicative=--spatial-unit multiplicative"`,
+aMLP: `--variant "amlp=--preset amlp_tiny"`), named `LABEL` in the table.
 
 Usage:
     python benchmarks/sweep.py --job mlm --budget-seconds 1800 -- \\
@@ -35,6 +38,9 @@ Usage:
         --preset gmlp_tiny --per-replica-batch-size 32
     python benchmarks/sweep.py --job image --budget-seconds 600 -- \\
         --dataset digits --image-size 32 --patch-size 4
+    python benchmarks/sweep.py --job mlm --learning-rates 1e-3 \\
+        --variant "amlp=--preset amlp_tiny" \\
+        --variant "linear=--spatial-unit linear" -- --text-files ...
 Results: benchmarks/results/sweep_<name>.json and sweep_<name>.md
 """
 
@@ -42,6 +48,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -302,55 +309,101 @@ def markdown(job, rows, budget_seconds):
     return "\n".join(lines) + "\n"
 
 
+def parse_variant(text):
+    """`"LABEL=FLAGS"` -> `(LABEL, architecture, [FLAGS...])`.
+
+    The architecture is the one `FLAGS` name with `--architecture`, else
+    `"gmlp"`.
+    """
+    label, separator, flags = text.partition("=")
+    if not separator or not label.strip():
+        raise ValueError(
+            f"--variant {text!r}: expected LABEL=FLAGS, such as "
+            '"amlp=--preset amlp_tiny".'
+        )
+    flags = shlex.split(flags)
+    architecture = "gmlp"
+    if "--architecture" in flags:
+        architecture = flags[flags.index("--architecture") + 1]
+    return label.strip(), architecture, flags
+
+
+def sweep_models(job, architectures, variants):
+    """Label -> `(architecture, extra flags)` of every model swept.
+
+    Args:
+        job: str. A key of `JOBS`.
+        architectures: list of str, or None for every architecture of the
+            job (none when `variants` are given).
+        variants: list of `"LABEL=FLAGS"` strings.
+    """
+    if architectures is None:
+        architectures = [] if variants else JOBS[job]["architectures"]
+    models = {a: (a, []) for a in architectures}
+    for text in variants:
+        label, architecture, flags = parse_variant(text)
+        if label in models:
+            raise ValueError(f"--variant {text!r}: {label!r} is swept twice.")
+        models[label] = (architecture, flags)
+    return models
+
+
 def drive(args, job_flags):
     work_dir = os.path.abspath(
         args.work_dir or os.path.join("runs", "sweep", args.name)
     )
     os.makedirs(work_dir, exist_ok=True)
     log = open(os.path.join(work_dir, "sweep.log"), "a")
-    architectures = args.architectures or JOBS[args.job]["architectures"]
+    models = sweep_models(args.job, args.architectures, args.variant)
     steps = {}
     if args.steps:
-        steps = dict.fromkeys(architectures, args.steps)
+        steps = dict.fromkeys(models, args.steps)
     else:
-        # Probes: the step time of each architecture on one core.
-        probes = {
-            a: os.path.join(work_dir, f"probe_{a}") for a in architectures
-        }
+        # Probes: the step time of each model on one core.
+        probes = {m: os.path.join(work_dir, f"probe_{m}") for m in models}
         commands = [
             run_command(
                 args.job,
                 args.probe_steps * 1e6,
                 os.path.join(folder, RUN_RECORD),
-                run_flags(job_flags, a, None, 0, args.probe_steps, folder),
+                run_flags(
+                    [*job_flags, *models[m][1]],
+                    models[m][0],
+                    None,
+                    0,
+                    args.probe_steps,
+                    folder,
+                ),
             )
-            for a, folder in probes.items()
+            for m, folder in probes.items()
         ]
         for folder in probes.values():
             os.makedirs(folder, exist_ok=True)
         run_all(commands, args.cores, args.parallel, log)
-        for architecture, folder in probes.items():
+        for model, folder in probes.items():
             with open(os.path.join(folder, RUN_RECORD)) as file:
                 step = json.load(file)["step_seconds"]
-            steps[architecture] = max(1, int(args.budget_seconds / step))
+            steps[model] = max(1, int(args.budget_seconds / step))
     runs = []
-    for architecture in architectures:
+    for model, (architecture, flags) in models.items():
         rates = args.learning_rates or default_rates(
-            args.job, architecture, job_flags
+            args.job, architecture, [*job_flags, *flags]
         )
         for rate in rates:
             for seed in args.seeds:
                 folder = os.path.join(
-                    work_dir, f"{architecture}_lr{rate:.2e}_seed{seed}"
+                    work_dir, f"{model}_lr{rate:.2e}_seed{seed}"
                 )
                 os.makedirs(folder, exist_ok=True)
                 runs.append(
                     {
-                        "architecture": architecture,
+                        "architecture": model,
+                        "base_architecture": architecture,
+                        "flags": flags,
                         "learning_rate": rate,
                         "seed": seed,
                         "output_dir": folder,
-                        "steps_allowed": steps[architecture],
+                        "steps_allowed": steps[model],
                     }
                 )
     commands = [
@@ -359,8 +412,8 @@ def drive(args, job_flags):
             args.budget_seconds,
             os.path.join(run["output_dir"], RUN_RECORD),
             run_flags(
-                job_flags,
-                run["architecture"],
+                [*job_flags, *run["flags"]],
+                run["base_architecture"],
                 run["learning_rate"],
                 run["seed"],
                 run["steps_allowed"],
@@ -417,6 +470,14 @@ def build_parser():
         "--architectures",
         nargs="+",
         help="default: every architecture of the job",
+    )
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=FLAGS",
+        help="one more model: the job's flags plus FLAGS, named LABEL "
+        "(repeatable; alone, it replaces the default architectures)",
     )
     parser.add_argument(
         "--learning-rates",

@@ -29,6 +29,33 @@ def test_help_lists_the_sweep_flags():
         assert flag in text
 
 
+def test_variants_are_models_of_their_own():
+    models = sweep.sweep_models(
+        "mlm",
+        None,
+        [
+            "amlp=--preset amlp_tiny",
+            "linear = --spatial-unit linear",
+            "bert_big=--architecture bert --transformer-layers 3",
+        ],
+    )
+    assert models == {
+        "amlp": ("gmlp", ["--preset", "amlp_tiny"]),
+        "linear": ("gmlp", ["--spatial-unit", "linear"]),
+        "bert_big": (
+            "bert",
+            ["--architecture", "bert", "--transformer-layers", "3"],
+        ),
+    }
+    both = sweep.sweep_models("mlm", ["gmlp"], ["amlp=--preset amlp_tiny"])
+    assert list(both) == ["gmlp", "amlp"]
+    assert list(sweep.sweep_models("image", None, [])) == ["gmlp", "vit"]
+    with pytest.raises(ValueError, match="'--preset amlp_tiny'.*LABEL=FLAGS"):
+        sweep.sweep_models("mlm", None, ["--preset amlp_tiny"])
+    with pytest.raises(ValueError, match="'gmlp' is swept twice"):
+        sweep.sweep_models("mlm", ["gmlp"], ["gmlp=--spatial-unit linear"])
+
+
 def test_each_architecture_keeps_its_best_mean_learning_rate():
     runs = [
         # gmlp: 1e-3 is better on average (20, 22) than 2e-3 (10, 40).
