@@ -45,19 +45,24 @@ measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
 - JAX (XLA:CPU, `jit_compile` auto), `jax.profiler` trace read back with
   `jax.profiler.ProfileData`: 43 % of the step's XLA time is in 150
   `copy_bitcast_fusion` kernels and only 26 % in the matmuls
-  (`ynn_fusion`, YNNPACK). The optimised HLO (`XLA_FLAGS=--xla_dump_to`)
-  shows why: the fusion that writes the transposed gradient of a block's
-  pre-norm input (`f32[128, 1568]`) recomputes, elementwise, the
-  LayerNorm-backward / residual-gradient chain of every later block (about
-  200 operands for block 3, `transpose(jvp(block_N))/norm/add_any`), so the
-  backward does work quadratic in depth (about 15,000 multiplies in the
-  module); these kernels take 28 ms for the last blocks and 116 ms for the
-  first. `--xla_cpu_use_fusion_emitters=false` and
-  `--xla_cpu_experimental_ynn_fusion_type=` leave the duplication in place
-  (same HLO multiply count); `--xla_cpu_use_multi_output_fusion=false`
-  crashed. Not a thread setting: a fusion decision on this graph, to be
-  fixed in the model/layer code (cutting the chain), not here. Compiling
-  the step takes 100-145 s.
+  (`ynn_fusion`, YNNPACK). In the optimised HLO (`XLA_FLAGS=--xla_dump_to`)
+  some backward fusions take about 200 operands (the LayerNorm-backward /
+  residual-gradient chain of the later blocks), which first read as work
+  quadratic in depth. It is not: XLA's own cost analysis of the compiled
+  gradient grows linearly with depth (`benchmarks/xla_depth_cost.py`:
+  5.14 / 9.66 / 18.75 GFLOP for 2 / 4 / 8 gMLP-Ti blocks at batch 8, a
+  constant 2.27 GFLOP per added block; the formula count: 2.10), and so do
+  the copies. The copies are layout transposes around the spatial
+  product: the einsum `ij,...jc->...ic` becomes a 2-D dot over
+  `(batch x channels, tokens)`, so z is transposed there and back (about
+  6 copies of 8 x 196 x 384 per block). Writing the product as a
+  batch-broadcast matmul (W broadcast to `(batch, n, n)`) leaves no copy
+  in the unit's compiled gradient; one A/B on a loaded machine gave gMLP-Ti
+  inference 1.23x and training 1.03x on jax. Not adopted yet: it needs an
+  idle measurement on every backend. `--xla_cpu_use_fusion_emitters=false`
+  and `--xla_cpu_experimental_ynn_fusion_type=` changed nothing;
+  `--xla_cpu_use_multi_output_fusion=false` crashed. Compiling the step
+  takes 100-145 s.
 - The issue's "JAX runs the matmul on one core": not reproduced. A 2048^3
   float32 `jnp.matmul` spread its CPU time over XLA's threads (shares 0.68 /
   0.25 / 0.06 of one run; TensorFlow 0.50 / 0.50, torch 0.52 / 0.48).
@@ -71,7 +76,7 @@ measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
   kernels on the loaded machine); left out unless `--torch-compile`.
 - Per CPU-second, the TensorFlow and torch training steps are at about
   timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x, consistent with the
-  duplicated backward work above; inference 0.75 (jax) to 0.91 (torch).
+  copies above; inference 0.75 (jax) to 0.91 (torch).
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3

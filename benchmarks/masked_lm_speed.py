@@ -1,0 +1,208 @@
+"""Masked-LM training tokens/s: gMLP and aMLP against a matched BERT.
+
+Issue 12, benchmark 3. One process per backend (`KERAS_BACKEND`); at each
+sequence length every model's training step is timed in interleaved rounds
+(`common.alternate`), and each figure is a ratio to keras-hub's BERT timed
+in the same rounds:
+
+- `gmlp`, `amlp`: the pretraining recipe's models
+  (`workflows.pretraining.build_models`) of `--preset` and `amlp_tiny`
+  (so the dense spatial weight grows as n^2); `gmlp_toeplitz`: the same
+  gMLP with `--spatial toeplitz` (2n - 1 spatial weights per block, the
+  FFT product above the crossover).
+- `bert`: keras-hub's `BertMaskedLM` through the same recipe, its depth
+  and feed-forward width matched by the recipe to the gMLP's parameters
+  at the first length (a BERT's count barely depends on n), kept at the
+  other lengths.
+
+Every model takes the same batch of `--batch-tokens` tokens (batch =
+batch_tokens / n), 15 % of them masked, AdamW, sparse cross-entropy from
+logits, `model.train_on_batch` with Keras' default `jit_compile`.
+
+Usage:
+    KERAS_BACKEND=tensorflow python benchmarks/masked_lm_speed.py
+    KERAS_BACKEND=jax python benchmarks/masked_lm_speed.py --lengths 128 512
+Results: benchmarks/results/masked_lm_speed_<backend>.json
+"""
+
+import argparse
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "bert"
+MODELS = {
+    "gmlp": [],
+    "gmlp_toeplitz": ["--spatial", "toeplitz"],
+    "amlp": ["--preset", "amlp_tiny"],
+    BASELINE: ["--architecture", "bert"],
+}
+
+
+def recipe_config(preset, length, flags, transformer_layers=None):
+    from keras_gmlp.workflows import pretraining
+
+    argv = ["--text-files", "unused", "--preset", preset]
+    argv += ["--sequence-length", str(length), *flags]
+    if transformer_layers:
+        argv += ["--transformer-layers", str(transformer_layers)]
+    return pretraining.config_from_argv(argv)
+
+
+def build(name, preset, length, vocabulary_size, matched=None):
+    """`(training_model, description)` of one model at one length."""
+    import keras
+
+    from keras_gmlp.models import baselines
+    from keras_gmlp.workflows import pretraining
+
+    if name == BASELINE and matched:
+        training_model, _ = baselines.masked_lm_baseline(
+            "bert",
+            vocabulary_size=vocabulary_size,
+            sequence_length=length,
+            num_layers=matched["transformer_layers"],
+            hidden_dim=matched["hidden_dim"],
+            ffn_dim=matched["ffn_dim"],
+        )
+        description = dict(matched)
+        description["trainable_parameters"] = baselines.trainable_parameters(
+            training_model
+        )
+    else:
+        config = recipe_config(preset, length, MODELS[name])
+        training_model, _, description = pretraining.build_models(
+            config, vocabulary_size
+        )
+    training_model.compile(
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+    )
+    return training_model, description
+
+
+def batch(model, length, batch_size, vocabulary_size, seed=0):
+    """A masked batch in the form `model` takes, and its labels."""
+    rng = np.random.default_rng(seed)
+    predictions = max(1, round(0.15 * length))
+    token_ids = rng.integers(1, vocabulary_size, (batch_size, length))
+    positions = np.sort(
+        np.stack(
+            [rng.permutation(length)[:predictions] for _ in range(batch_size)]
+        ),
+        axis=1,
+    )
+    labels = np.take_along_axis(token_ids, positions, axis=1)
+    available = {
+        "token_ids": token_ids.astype("int32"),
+        "padding_mask": np.ones((batch_size, length), bool),
+        "mask_positions": positions.astype("int32"),
+    }
+    inputs = {key: available[key] for key in model.input}
+    return inputs, labels.astype("int32")
+
+
+def measure_length(length, args, matched):
+    batch_size = max(1, args.batch_tokens // length)
+    functions, descriptions = {}, {}
+    for name in args.models:
+        model, descriptions[name] = build(
+            name, args.preset, length, args.vocabulary_size, matched.get(name)
+        )
+        if name == BASELINE and BASELINE not in matched:
+            matched[BASELINE] = {
+                key: descriptions[name][key]
+                for key in ("transformer_layers", "hidden_dim", "ffn_dim")
+            }
+        x, y = batch(model, length, batch_size, args.vocabulary_size)
+        function = functools.partial(model.train_on_batch, x, y)
+        function()  # compiles outside the timing
+        functions[name] = function
+    times = common.alternate(functions, args.rounds, args.target_seconds)
+    rows = []
+    for name in args.models:
+        seconds = common.median(times[name])
+        row = {
+            "tokens": length,
+            "batch_size": batch_size,
+            "model": name,
+            "parameters": descriptions[name].get("trainable_parameters"),
+            "median_s": seconds,
+            "rounds_s": times[name],
+            "tokens_per_s": batch_size * length / seconds,
+        }
+        if BASELINE in times:
+            row["x_bert"] = common.median(times[BASELINE]) / seconds
+        rows.append(row)
+    return rows
+
+
+def print_row(row):
+    line = (
+        f"n={row['tokens']:5d} batch={row['batch_size']:3d} "
+        f"{row['model']:14s} {row['parameters']:>10,} params "
+        f"{row['tokens_per_s']:9.0f} tokens/s"
+    )
+    if "x_bert" in row:
+        line += f"  x{row['x_bert']:5.2f} vs bert"
+    print(line, flush=True)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--lengths", type=int, nargs="+", default=[128, 512, 2048]
+    )
+    parser.add_argument(
+        "--models", nargs="+", default=list(MODELS), choices=list(MODELS)
+    )
+    parser.add_argument("--preset", default="gmlp_tiny")
+    parser.add_argument("--vocabulary-size", type=int, default=8192)
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=4096,
+        help="tokens per batch at every length (batch = this // n)",
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--target-seconds",
+        type=float,
+        default=1.0,
+        help="rough duration of one measurement (fast steps are repeated)",
+    )
+    parser.add_argument(
+        "--name",
+        default="masked_lm_speed",
+        help="results go to benchmarks/results/<name>_<backend>.json",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    report = common.header()
+    report["arguments"] = vars(args)
+    rows, matched = [], {}
+    for length in args.lengths:
+        for row in measure_length(length, args, matched):
+            print_row(row)
+            rows.append(row)
+    report["rows"] = rows
+    report["bert_size"] = matched.get(BASELINE)
+    path = common.write_results(args.name, report)
+    print(f"wrote {path}")
+    return report
+
+
+if __name__ == "__main__":
+    main()

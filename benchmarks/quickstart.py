@@ -1,0 +1,128 @@
+"""The README's quick-start on each backend: which one is fastest.
+
+Issue 12: "the README's quick-start backend is the fastest one for that
+job, measured". Each round runs the quick-start command (`keras-gmlp
+train-image-classifier --dataset digits`, as `make quickstart`) once per
+backend, in turn, each in a fresh process with a fresh output folder, and
+records the whole command's wall time, the training time the run reports
+(`results.json`'s `wall_time_seconds`) and the held-out accuracy. The
+table gives medians over the rounds and each backend's whole-command time
+over the `--baseline` backend's (the README's choice) in the same rounds:
+a ratio above 1 is slower than the baseline.
+
+Usage:
+    python benchmarks/quickstart.py --rounds 3
+Results: benchmarks/results/quickstart.json
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import bench_header  # noqa: E402
+from benchmarks import common  # noqa: E402
+
+COMMAND = [
+    "-m",
+    "keras_gmlp.cli",
+    "train-image-classifier",
+    "--dataset",
+    "digits",
+]
+
+
+def run_once(backend, extra_flags):
+    """One quick-start run: `(wall seconds, results.json)`."""
+    folder = tempfile.mkdtemp(prefix=f"quickstart_{backend}_")
+    try:
+        command = [sys.executable, *COMMAND, "--output-dir", folder]
+        started = time.perf_counter()
+        subprocess.run(
+            command + list(extra_flags),
+            env=common.worker_env(backend, None),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wall = time.perf_counter() - started
+        with open(os.path.join(folder, "results.json")) as file:
+            return wall, json.load(file)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--backends", nargs="+", default=list(common.BACKENDS))
+    parser.add_argument("--baseline", default="jax")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--flags",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="extra flags of the quick-start command",
+    )
+    args = parser.parse_args(argv)
+    runs = {backend: [] for backend in args.backends}
+    for round_index in range(args.rounds):
+        for backend in args.backends:
+            wall, results = run_once(backend, args.flags)
+            runs[backend].append(
+                {
+                    "round": round_index,
+                    "wall_seconds": wall,
+                    "training_seconds": results.get("wall_time_seconds"),
+                    "val_accuracy": results["metrics"].get("val_accuracy"),
+                }
+            )
+            print(
+                f"round {round_index} {backend:10s} {wall:6.1f} s", flush=True
+            )
+    rows = []
+    for backend, measured in runs.items():
+        ratios = [
+            run["wall_seconds"] / base["wall_seconds"]
+            for run, base in zip(measured, runs[args.baseline], strict=True)
+        ]
+        rows.append(
+            {
+                "backend": backend,
+                "wall_seconds": bench_header.median(
+                    [r["wall_seconds"] for r in measured]
+                ),
+                "training_seconds": bench_header.median(
+                    [r["training_seconds"] for r in measured]
+                ),
+                "val_accuracy": bench_header.median(
+                    [r["val_accuracy"] for r in measured]
+                ),
+                f"wall_x_{args.baseline}": bench_header.median(ratios),
+            }
+        )
+    bench_header.print_table(
+        rows,
+        [
+            "backend",
+            "wall_seconds",
+            "training_seconds",
+            "val_accuracy",
+            f"wall_x_{args.baseline}",
+        ],
+    )
+    report = bench_header.header()
+    report.update({"arguments": vars(args), "rows": rows, "runs": runs})
+    bench_header.write_json("quickstart", report)
+
+
+if __name__ == "__main__":
+    main()
