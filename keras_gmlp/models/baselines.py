@@ -385,9 +385,16 @@ CAUSAL_LM_BASELINES = {"gpt2": gpt2_causal_lm}
 ARCHITECTURES = {
     "mlm": ("gmlp", "transformer", *MASKED_LM_BASELINES),
     "causal": ("gmlp", "transformer", "gpt2"),
-    "image": ("gmlp", "vit"),
+    "image": ("gmlp", "vit", "deit"),
 }
-ALIASES = {"mlm": {"transformer": "bert"}, "causal": {"transformer": "gpt2"}}
+# "deit" is the ViT: DeiT is ViT trained with DeiT's recipe (RandAugment,
+# MixUp/CutMix, label smoothing, AdamW, cosine decay), which the image
+# pipeline applies to every architecture.
+ALIASES = {
+    "mlm": {"transformer": "bert"},
+    "causal": {"transformer": "gpt2"},
+    "image": {"deit": "vit"},
+}
 
 # Default peak learning rates by job and architecture, for a global batch
 # of the job's `--per-replica-batch-size` (text) or of the dataset's
@@ -417,7 +424,8 @@ LEARNING_RATES = {
 
 
 def canonical_architecture(job, architecture):
-    """The architecture's own name (`"transformer"` -> `"bert"` / `"gpt2"`).
+    """The architecture's own name (`"transformer"` -> `"bert"` / `"gpt2"`,
+    `"deit"` -> `"vit"`).
 
     Args:
         job: str. `"mlm"`, `"causal"` or `"image"`.

@@ -260,10 +260,11 @@ class ImageClassificationConfig(TrainingConfig):
         data_dir: str or `None`. Local files, or the tfds data folder.
         label_offset: int or `None`. Subtracted from TFRecord labels.
         preset: str or `None`. An image preset of `keras_gmlp.PRESETS`.
-        architecture: str. `"gmlp"`, or `"vit"`: keras-hub's ViT (DeiT's
-            model) of the gMLP's parameter count, at the gMLP's width,
-            image and patch size, with its own default learning rate
-            (`keras_gmlp.models.baselines.LEARNING_RATES`).
+        architecture: str. `"gmlp"`, or `"vit"`: keras-hub's ViT of the
+            gMLP's parameter count, at the gMLP's width, image and patch
+            size, with its own default learning rate
+            (`keras_gmlp.models.baselines.LEARNING_RATES`); `"deit"` is
+            the same ViT (DeiT is ViT with the recipe applied here).
         image_size, patch_size, num_layers, hidden_dim, ffn_dim,
             attention_dim, spatial, drop_path_rate, dropout: overrides of
             the preset's (or the dataset's) model configuration.
@@ -311,7 +312,9 @@ class ImageClassificationConfig(TrainingConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _check_choice("architecture", self.architecture, ("gmlp", "vit"))
+        _check_choice(
+            "architecture", self.architecture, ("gmlp", "vit", "deit")
+        )
 
     def dataset_family(self):
         """`"digits"`, `"cifar"` or `"imagenet"` (any other dataset)."""

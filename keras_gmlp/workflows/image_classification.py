@@ -67,9 +67,10 @@ def add_arguments(parser):
     )
     model.add_argument(
         "--architecture",
-        choices=("gmlp", "vit"),
-        help="gmlp, or keras-hub's ViT (DeiT's model) with the parameters "
-        "of that gMLP, at its width, image and patch size.",
+        choices=("gmlp", "vit", "deit"),
+        help="gmlp, or keras-hub's ViT with the parameters of that gMLP, "
+        "at its width, image and patch size; deit is the same ViT (DeiT is "
+        "ViT trained with the recipe this pipeline applies).",
     )
     model.add_argument("--image-size", type=positive_int)
     model.add_argument("--patch-size", type=positive_int)
@@ -321,6 +322,7 @@ def build_model(
     Returns:
         `(task, description)`: the task and a dict describing it.
     """
+    from keras_gmlp.models.baselines import canonical_architecture
     from keras_gmlp.models.baselines import trainable_parameters
     from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
         GMLPImageClassifierPreprocessor,
@@ -331,7 +333,7 @@ def build_model(
     converter = GMLPImageConverter(image_size=bare.backbone.image_size)
     preprocessor = GMLPImageClassifierPreprocessor(converter)
     head_dtype = "float32" if mixed_precision != "none" else None
-    if architecture == "vit":
+    if canonical_architecture("image", architecture) == "vit":
         return vit_like(bare, preprocessor, head_dtype)
     task = type(bare)(
         backbone=bare.backbone,

@@ -161,5 +161,9 @@ def test_every_architecture_has_a_default_learning_rate():
                 assert baselines.default_learning_rate(job, name) > 0
     assert baselines.canonical_architecture("mlm", "transformer") == "bert"
     assert baselines.canonical_architecture("causal", "transformer") == "gpt2"
+    assert baselines.canonical_architecture("image", "deit") == "vit"
+    assert baselines.default_learning_rate(
+        "image", "deit", "cifar"
+    ) == baselines.default_learning_rate("image", "vit", "cifar")
     with pytest.raises(ValueError, match="'fnet' for 'causal'"):
         baselines.canonical_architecture("causal", "fnet")

@@ -428,10 +428,12 @@ def test_vit_trains_through_the_same_pipeline(tmp_path):
     from keras_gmlp.models.baselines import LEARNING_RATES
 
     output_dir = tmp_path / "vit"
-    # A gMLP large enough for a two-layer ViT of its width.
-    flags = ["--architecture", "vit", "--num-layers", "2", "--ffn-dim", "128"]
+    # A gMLP large enough for a two-layer ViT of its width. "deit" is the
+    # ViT's alias.
+    flags = ["--architecture", "deit", "--num-layers", "2", "--ffn-dim", "128"]
     results = train(tiny_digits(output_dir, *flags))
     model = results["model"]
+    assert results["arguments"]["architecture"] == "deit"
     assert model["architecture"] == "vit"
     assert model["trainable_parameters"] == pytest.approx(
         model["gmlp_trainable_parameters"], rel=0.03
