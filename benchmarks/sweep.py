@@ -309,6 +309,22 @@ def markdown(job, rows, budget_seconds):
     return "\n".join(lines) + "\n"
 
 
+def included_runs(path, job):
+    """The runs of an earlier sweep's results file, for one table.
+
+    Raises:
+        ValueError: if the file is of another job.
+    """
+    with open(path) as file:
+        report = json.load(file)
+    if report.get("job") != job:
+        raise ValueError(
+            f"--include {path}: a sweep of job {report.get('job')!r}; "
+            f"expected {job!r}."
+        )
+    return report["runs"]
+
+
 def parse_variant(text):
     """`"LABEL=FLAGS"` -> `(LABEL, architecture, [FLAGS...])`.
 
@@ -430,6 +446,8 @@ def drive(args, job_flags):
             with open(path) as file:
                 run["record"] = json.load(file)
     log.close()
+    for path in args.include:
+        runs = included_runs(path, args.job) + runs
     rows, by_rate = summarise(args.job, runs)
     report = bench_header.header()
     report.update(
@@ -486,6 +504,14 @@ def build_parser():
         help="default: 0.5, 1 and 2 times each architecture's default",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="RESULTS_JSON",
+        help="an earlier sweep's results (same job and flags), whose runs "
+        "join this table: to extend a grid whose best rate is at its edge",
+    )
     parser.add_argument(
         "--budget-seconds",
         type=float,

@@ -56,6 +56,29 @@ def test_variants_are_models_of_their_own():
         sweep.sweep_models("mlm", ["gmlp"], ["gmlp=--spatial-unit linear"])
 
 
+def test_an_earlier_sweep_joins_the_table(tmp_path):
+    earlier = tmp_path / "sweep_first.json"
+    earlier.write_text(
+        json.dumps(
+            {
+                "job": "mlm",
+                "runs": [
+                    {"architecture": "gmlp", "learning_rate": 1e-3,
+                     "record": record(30)},
+                ],
+            }
+        )
+    )  # fmt: skip
+    runs = sweep.included_runs(str(earlier), "mlm")
+    runs.append(
+        {"architecture": "gmlp", "learning_rate": 2e-3, "record": record(20)}
+    )
+    rows, by_rate = sweep.summarise("mlm", runs)
+    assert rows[0]["learning_rate"] == 2e-3 and len(by_rate) == 2
+    with pytest.raises(ValueError, match="of job 'mlm'; expected 'image'"):
+        sweep.included_runs(str(earlier), "image")
+
+
 def test_each_architecture_keeps_its_best_mean_learning_rate():
     runs = [
         # gmlp: 1e-3 is better on average (20, 22) than 2e-3 (10, 40).
