@@ -51,8 +51,10 @@ measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
   quadratic in depth. It is not: XLA's own cost analysis of the compiled
   gradient grows linearly with depth (`benchmarks/xla_depth_cost.py`:
   5.14 / 9.66 / 18.75 GFLOP for 2 / 4 / 8 gMLP-Ti blocks at batch 8, a
-  constant 2.27 GFLOP per added block; the formula count: 2.10), and so do
-  the copies. The copies are layout transposes around the spatial
+  constant 2.26-2.27 GFLOP per added block; the formula count: 2.10), and
+  so do the copies (31 / 57 / 109 HLO `copy` instructions: 13 per added
+  block; `benchmarks/results/xla_depth_cost_jax.json`). The copies are
+  layout transposes around the spatial
   product: the einsum `ij,...jc->...ic` becomes a 2-D dot over
   `(batch x channels, tokens)`, so z is transposed there and back (about
   6 copies of 8 x 196 x 384 per block). Writing the product as a
