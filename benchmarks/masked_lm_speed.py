@@ -7,9 +7,9 @@ in the same rounds:
 
 - `gmlp`, `amlp`: the pretraining recipe's models
   (`workflows.pretraining.build_models`) of `--preset` and `amlp_tiny`
-  (so the dense spatial weight grows as n^2); `gmlp_toeplitz`: the same
-  gMLP with `--spatial toeplitz` (2n - 1 spatial weights per block, the
-  FFT product above the crossover).
+  (the tiny text presets are Toeplitz: 2n - 1 spatial weights per block,
+  the FFT product above the crossover); `gmlp_dense`: the same gMLP with
+  `--spatial dense` (an n x n spatial weight per block).
 - `bert`: keras-hub's `BertMaskedLM` through the same recipe, its depth
   and feed-forward width matched by the recipe to the gMLP's parameters
   at the first length (a BERT's count barely depends on n), kept at the
@@ -39,7 +39,7 @@ from benchmarks import common  # noqa: E402
 BASELINE = "bert"
 MODELS = {
     "gmlp": [],
-    "gmlp_toeplitz": ["--spatial", "toeplitz"],
+    "gmlp_dense": ["--spatial", "dense"],
     "amlp": ["--preset", "amlp_tiny"],
     BASELINE: ["--architecture", "bert"],
 }
