@@ -266,7 +266,11 @@ def test_two_device_strategy(corpus, tmp_path):
     # rate (given for a batch of 4) doubles.
     assert results["global_batch_size"] == 8
     assert results["training_tokens"] == 3 * 8 * 16
-    assert results["peak_learning_rate"] == pytest.approx(2e-3)
+    from keras_gmlp.models.baselines import LEARNING_RATES
+
+    assert results["peak_learning_rate"] == pytest.approx(
+        2 * LEARNING_RATES["mlm"]["gmlp"]
+    )
     assert np.isfinite(results["metrics"]["val_perplexity"])
 
 
