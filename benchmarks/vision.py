@@ -59,10 +59,11 @@ measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
   `(batch x channels, tokens)`, so z is transposed there and back (about
   6 copies of 8 x 196 x 384 per block). Writing the product as a
   batch-broadcast matmul (W broadcast to `(batch, n, n)`) leaves no copy
-  in the unit's compiled gradient; one A/B on a loaded machine gave gMLP-Ti
-  inference 1.23x and training 1.03x on jax. Not adopted yet: it needs an
-  idle measurement on every backend. `--xla_cpu_use_fusion_emitters=false`
-  and `--xla_cpu_experimental_ynn_fusion_type=` changed nothing;
+  in the unit's compiled gradient. Measured on every backend
+  (`benchmarks/token_product.py`): JAX inference 1.2x, but JAX training
+  4-7 % slower and TensorFlow and torch within noise, so not adopted.
+  `--xla_cpu_use_fusion_emitters=false` and
+  `--xla_cpu_experimental_ynn_fusion_type=` changed nothing;
   `--xla_cpu_use_multi_output_fusion=false` crashed. Compiling the step
   takes 100-145 s.
 - The issue's "JAX runs the matmul on one core": not reproduced. A 2048^3

@@ -402,9 +402,10 @@ ALIASES = {
 # `--learning-rate`. The masked-LM rates won the seeded sweep of
 # `benchmarks/results/sweep_mlm_pydocs_up2.json` (tiny models of 1.4 M
 # parameters, batches of 32 x 128, 300 s on one core; 5e-4 to 8e-3 tried,
-# each best rate inside its grid); longer or larger runs may want less. The other rates are
-# starting values from the small-model literature (GPT-3 Small 6e-4, DeiT
-# 5e-4 per 512 images, so 4e-3 for the ImageNet row's batch of 4096).
+# each best rate inside its grid); longer or larger runs may want less.
+# The other rates are starting values from the small-model literature
+# (GPT-3 Small 6e-4, DeiT 5e-4 per 512 images, so 4e-3 for the ImageNet
+# row's batch of 4096).
 LEARNING_RATES = {
     "mlm": {
         "gmlp": 4e-3,
