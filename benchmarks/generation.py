@@ -29,8 +29,8 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   tokens for these widths, while the one position read from it needs
   1 / 512 of the channel work.
 - Cached: per token and block, the channel projections of one position
-  (0.2 MFLOP), one row of `W` (a slice of the dense kernel, or a gather of
-  `tokens` taps for Toeplitz) times the `(tokens, 256)` cache (0.26 MFLOP
+  (0.2 MFLOP), one row of `W` (a slice of the dense kernel or of the
+  Toeplitz taps) times the `(tokens, 256)` cache (0.26 MFLOP
   at 512), and the cache update; the tied output projection to 8192
   logits (2.1 MFLOP) is then the largest single product. At these sizes a
   cached step is bound by per-op overhead, not FLOPs: its time hardly
@@ -38,14 +38,30 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   Under torch each op is an eager dispatch through Keras' layer calls
   (roughly 60 small ops per block step), which caps its tokens/s; under
   JAX and TensorFlow the step runs inside the compiled while loop.
-- Measured (load average 10-12 on the 2 cores), speed-up at 512 tokens:
-  JAX 43x (cached 870 tokens/s), TensorFlow 24x (690 tokens/s), torch
-  2.7x on two threads and 3.6x with `OMP_NUM_THREADS=1` (cached 140
-  tokens/s, the same at 128 and 512 tokens: about 7 ms of eager dispatch
-  per token, against 25 ms for a full recompute at 512). Torch misses the
-  5x target: its cached step is all overhead (Keras `__call__` of each
-  sublayer plus small torch ops), which compiling the step (torch.compile)
-  or calling the sublayers' ops without `__call__` would have to remove.
+- Measured before the change below (load average 10-12 on the 2 cores),
+  speed-up at 512 tokens: JAX 43x (cached 870 tokens/s), TensorFlow 24x
+  (690 tokens/s), torch 2.7x on two threads and 3.6x with
+  `OMP_NUM_THREADS=1` (cached 140 tokens/s, the same at 128 and 512
+  tokens: about 7 ms of eager dispatch per token). A profile of torch's
+  cached `generate()` (cProfile, 384 new tokens) showed 19
+  `Layer.__call__` per token (the embedding, 4 x (norm, two Dense, the
+  unit's norm), the final norm, the tied logits) taking most of the
+  step, and a micro-benchmark on a `(1, 1, 128)` input gave about
+  200 us for `Dense.__call__` / `LayerNormalization.__call__` against
+  50-70 us for their `call`.
+- So the decoding paths call their sublayers through
+  `keras_gmlp.layers.direct_call.direct_call` (the layer's `call` under
+  the dtype conversion and autocast scope `__call__` would apply, same
+  outputs: `tests/layers/test_direct_call.py`), and a causal Toeplitz
+  unit takes one token's row of `W` as one slice of its reversed,
+  zero-padded taps instead of a gather and a mask. Measured after, on the
+  idle 2-core Xeon, 7 rounds, torch, 512 tokens: 5.4x with
+  `OMP_NUM_THREADS=1` (per-round ratios 4.3-6.2; cached 129 tokens/s
+  against 24 recomputing; `generation_1thread_torch.json`) and 3.9x on
+  two threads (the recomputation uses both threads, a one-token step
+  cannot; `generation_torch.json`). The rest of a torch step is Keras op
+  dispatch (about 170 `convert_to_tensor` per token) and the cache
+  update's copy (`slice_update` clones the cache).
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 

@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
 STRATEGIES = ("greedy", "top_k")
@@ -238,14 +239,16 @@ class _Decoder:
         self.compiled = _compile(self._step, model)
 
     def _forward(self, token_ids, cache, index, padding_mask):
-        x = self.embedding(token_ids)
+        x = direct_call(self.embedding, token_ids)
         caches = []
         for block, block_cache in zip(self.blocks, cache, strict=True):
             x, block_cache = block.call_with_cache(
                 x, block_cache, index, padding_mask=padding_mask
             )
             caches.append(block_cache)
-        logits = self.embedding(self.final_norm(x), reverse=True)
+        logits = direct_call(
+            self.embedding, direct_call(self.final_norm, x), reverse=True
+        )
         return logits, tuple(caches)
 
     def _step(self, token_ids, cache, index, padding_mask):

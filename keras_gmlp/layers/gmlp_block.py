@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
@@ -227,9 +228,10 @@ class GMLPBlock(keras.layers.Layer):
             )
         cache = dict(cache)
         inputs = ops.cast(inputs, self.compute_dtype)
-        normalized = self.norm(inputs)
+        normalized = direct_call(self.norm, inputs)
         hidden = keras.activations.gelu(
-            self.channel_projection_in(normalized), approximate=False
+            direct_call(self.channel_projection_in, normalized),
+            approximate=False,
         )
         attention = None
         if self.tiny_attention is not None:
@@ -249,7 +251,7 @@ class GMLPBlock(keras.layers.Layer):
                 attention=attention,
             )
         )
-        hidden = self.channel_projection_out(hidden)
+        hidden = direct_call(self.channel_projection_out, hidden)
         return inputs + hidden, cache
 
     def compute_output_shape(self, input_shape):

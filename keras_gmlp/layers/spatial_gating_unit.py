@@ -3,6 +3,8 @@ import numbers
 import keras
 from keras import ops
 
+from keras_gmlp.layers.direct_call import direct_call
+
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
 TOEPLITZ_METHODS = ("auto", "matmul", "fft")
@@ -299,12 +301,18 @@ class SpatialGatingUnit(keras.layers.Layer):
         v = self._mix(v, length, static)
         return self._gate(u, v, attention)
 
-    def _gate_input(self, inputs):
-        """`(u, z)`: the gated part and the normalised gate input."""
+    def _gate_input(self, inputs, decoding=False):
+        """`(u, z)`: the gated part and the normalised gate input.
+
+        `decoding=True` calls the norm through `direct_call` (one token at
+        a time, where `Layer.__call__` costs more than the norm).
+        """
         if self.gating == "split":
             u, v = ops.split(inputs, 2, axis=-1)
         else:
             u = v = inputs
+        if decoding:
+            return u, direct_call(self.norm, v)
         return u, self.norm(v)
 
     def _mix(self, v, length, static):
@@ -389,7 +397,9 @@ class SpatialGatingUnit(keras.layers.Layer):
         max_length = cache.shape[-2]
         self.check_cache(max_length)
         length = inputs.shape[-2]
-        u, v = self._gate_input(ops.cast(inputs, self.compute_dtype))
+        u, v = self._gate_input(
+            ops.cast(inputs, self.compute_dtype), decoding=True
+        )
         if attention is not None:
             attention = ops.cast(attention, self.compute_dtype)
         start = cache_index(cache_update_index)
@@ -402,23 +412,50 @@ class SpatialGatingUnit(keras.layers.Layer):
 
     def _mix_rows(self, cache, start, length):
         """Rows `[start, start + length)` of `W @ cache + b`, causal."""
-        n = self.sequence_length
-        max_length = cache.shape[-2]
-        rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
-        columns = ops.arange(max_length, dtype="int32")
         kernel = ops.convert_to_tensor(self.kernel)
         if self.spatial == "dense":
-            weight = ops.slice(kernel, [start, 0], [length, max_length])
+            weight = self._dense_rows(kernel, cache.shape[-2], start, length)
         else:
-            offsets = rows[:, None] - columns[None, :] + (n - 1)
-            weight = ops.take(kernel, offsets, axis=0)
-        visible = columns[None, :] <= rows[:, None]
-        weight = ops.where(visible, weight, ops.zeros_like(weight))
+            weight = self._toeplitz_rows(kernel, cache.shape[-2], start, length)
         weight = ops.cast(weight, cache.dtype)
         bias = ops.slice(ops.convert_to_tensor(self.bias), [start], [length])
         bias = ops.cast(bias, cache.dtype)
         product = token_product(weight, cache)
         return product + bias[:, None]
+
+    def _dense_rows(self, kernel, max_length, start, length):
+        """Rows `[start, start + length)` of the causal dense `W`."""
+        rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
+        columns = ops.arange(max_length, dtype="int32")
+        weight = ops.slice(kernel, [start, 0], [length, max_length])
+        visible = columns[None, :] <= rows[:, None]
+        return ops.where(visible, weight, ops.zeros_like(weight))
+
+    def _toeplitz_rows(self, kernel, max_length, start, length):
+        """Rows `[start, start + length)` of the causal Toeplitz `W`.
+
+        Row `i` is `W[i, j] = w[n - 1 + i - j]` for `j <= i` and 0 after:
+        the window `[max_length - 1 - i, 2 max_length - 1 - i)` of the taps
+        `w[n - 2 + max_length], ..., w[n - 1]` followed by `max_length - 1`
+        zeros. One token (the decoding step) is one slice of them, fewer
+        ops than a gather and a mask, which is what an eager backend pays
+        for at this size.
+        """
+        n = self.sequence_length
+        taps = ops.concatenate(
+            [
+                ops.flip(kernel[n - 1 : n - 1 + max_length], axis=0),
+                ops.zeros((max_length - 1,), kernel.dtype),
+            ],
+            axis=0,
+        )
+        first = max_length - 1 - ops.cast(start, "int32")
+        if is_static(length) and length == 1:
+            return ops.slice(taps, [first], [max_length])[None, :]
+        rows = ops.arange(length, dtype="int32")
+        columns = ops.arange(max_length, dtype="int32")
+        offsets = first - rows[:, None] + columns[None, :]
+        return ops.take(taps, offsets, axis=0)
 
     def toeplitz_by_fft(self, v, length):
         """`W @ v + b` for the Toeplitz `W`, as a convolution by real FFT.

@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
 
 
@@ -177,7 +178,7 @@ class TinyAttention(keras.layers.Layer):
         self.check_cache(max_length)
         length = inputs.shape[-2]
         inputs = ops.cast(inputs, self.compute_dtype)
-        query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
+        query, key, value = ops.split(direct_call(self.qkv, inputs), 3, axis=-1)
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
         start = cache_index(cache_update_index)
         cache = ops.slice_update(cache, [0, 0, start, 0], update)

@@ -3,6 +3,7 @@ from keras import ops
 from keras_hub.src.models.causal_lm import CausalLM
 from keras_hub.src.utils.tensor_utils import any_equal
 
+from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.models.config import task_optimizer
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
@@ -158,7 +159,9 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         hidden, cache = self.backbone.call_with_cache(
             token_ids, cache, cache_update_index
         )
-        logits = self.backbone.token_embedding(hidden, reverse=True)
+        logits = direct_call(
+            self.backbone.token_embedding, hidden, reverse=True
+        )
         return logits, hidden, cache
 
     def _build_cache(self, token_ids):

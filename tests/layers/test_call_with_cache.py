@@ -104,6 +104,36 @@ def test_spatial_gating_unit_rows_match_the_full_pass(
     assert_close(outputs, gate, policy)
 
 
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_spatial_gating_unit_chunks_match_the_full_pass(spatial, rng):
+    # Several new positions per call at a nonzero index (speculative or
+    # chunked decoding): each chunk's rows, not one row.
+    z = rng.normal(size=(2, LENGTH, 6)).astype("float32")
+    layer = SpatialGatingUnit(
+        sequence_length=LENGTH + 3, spatial=spatial, causal=True
+    )
+    layer.build(z.shape)
+    randomize_weights(layer, rng)
+    cache = layer.empty_cache(2, LENGTH)
+    outputs = []
+    for start, stop in ((0, 2), (2, 5), (5, LENGTH)):
+        index = start if start == 0 else keras.ops.convert_to_tensor(start)
+        output, cache = layer.call_with_cache(z[:, start:stop], cache, index)
+        outputs.append(as_numpy(output))
+    kernel = as_numpy(layer.kernel)
+    if spatial == "dense":
+        weight = kernel[:LENGTH, :LENGTH]
+    else:
+        weight = reference.toeplitz(kernel, LENGTH + 3)[:LENGTH, :LENGTH]
+    gamma, beta = as_numpy(layer.norm.gamma), as_numpy(layer.norm.beta)
+    normalized = reference.layer_norm(z[..., 3:], gamma, beta, 1e-5)
+    mixed = np.einsum("ij,bjc->bic", np.tril(weight), normalized)
+    expected = z[..., :3] * (mixed + as_numpy(layer.bias)[:LENGTH, None])
+    np.testing.assert_allclose(
+        np.concatenate(outputs, axis=1), expected, rtol=1e-4, atol=1e-5
+    )
+
+
 def test_spatial_gating_unit_adds_the_attention(rng):
     z = rng.normal(size=(2, LENGTH, 8)).astype("float32")
     attention = rng.normal(size=(2, LENGTH, 4)).astype("float32")
