@@ -32,13 +32,13 @@ training tokens/s over the matched BERT's:
 
 Where the time goes at n = 128: per token, the 4 gMLP blocks cost
 4 x (128 x 512 + 128 x 256 + 256 x 128) = 524 K multiply-adds and BERT's
-2 layers (feed-forward 485 wide to match the parameters) 2 x (4 x 128^2 +
-2 x 128 x 128 + 2 x 128 x 485) = 444 K, plus the same masked head for
-both (0.15 x 128 x 8192 = 157 K): FLOPs alone put the gMLP at 0.88 of
-BERT's rate. TensorFlow and JAX lose another fifth to twice the layers'
-fixed cost at these small matrices (8 channel projections, 4 norms and 4
-spatial products against 2 attention layers); torch, whose BERT pays its
-eager attention softmax, is level. At 2048 tokens the FFT Toeplitz
+2 layers (feed-forward 440 wide, as the recipe matches the parameters)
+2 x (4 x 128^2 + 2 x 128 x 128 + 2 x 128 x 440) = 422 K, plus the same
+masked head for both (0.15 x 128 x 8192 = 157 K): FLOPs alone put the
+gMLP at 0.85 of BERT's rate. TensorFlow and JAX lose another fifth, which
+fits twice the layers' fixed cost at these small matrices (8 channel
+projections, 4 norms and 4 spatial products against 2 attention layers;
+not profiled); torch is level. At 2048 tokens the FFT Toeplitz
 product (O(n log n)) overtakes attention's O(n^2) on JAX and TensorFlow;
 the dense `n x n` unit (`gmlp_dense`, 18 M parameters) does not. aMLP
 adds a tiny attention per block and trails at every length.
