@@ -151,6 +151,62 @@ def timed(function, steps):
     return wall, sum(os.times()[:2]) - start_cpu
 
 
+def proc_status_kib(field):
+    """A `VmRSS`/`VmHWM` line of /proc/self/status in KiB (None if absent)."""
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def release_free_memory():
+    """Returns the C heap's free pages to the OS (glibc `malloc_trim`), so
+    that RSS counts live memory only; a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def steady_step_peak(step, steps):
+    """Peak RSS growth of `steps` more calls of `step`, compilation over.
+
+    `ru_maxrss` keeps the process's peak for good, so a first step that
+    compiles (XLA, tf.function) hides the steady step's peak under the
+    compiler's. Linux resets the peak (VmHWM) to the current RSS on
+    writing 5 to /proc/self/clear_refs; the steady peak is VmHWM after the
+    steps minus the RSS before them: activations kept for the backward
+    pass, gradients and the optimizer's temporaries. The free memory the
+    allocator keeps from earlier steps is handed back first
+    (`release_free_memory`): resident, it would absorb the steps' peak.
+
+    Returns:
+        `{"steady_rss_kib", "steady_hwm_kib"}`, or `{}` where the reset is
+        not available.
+    """
+    release_free_memory()
+    try:
+        with open("/proc/self/clear_refs", "w") as file:
+            file.write("5")
+    except OSError:
+        return {}
+    rss = proc_status_kib("VmRSS")
+    for _ in range(steps):
+        step()
+    hwm = proc_status_kib("VmHWM")
+    if rss is None or hwm is None:
+        return {}
+    return {"steady_rss_kib": rss, "steady_hwm_kib": hwm}
+
+
 def serve(handlers):
     """A worker's loop: JSON commands on stdin, JSON answers on stdout.
 

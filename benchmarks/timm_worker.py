@@ -11,8 +11,9 @@ answers commands on stdin (see `bench_header.serve`):
   bfloat16 runs under `torch.autocast("cpu", torch.bfloat16)`.
 - `{"op": "matmul", "precision": ..., "size": 2048, "repeats": R}`: seconds
   of R dense `size^3` matmuls, this process's torch.
-- `{"op": "memory", "steps": N}`: peak RSS (ru_maxrss) before and after N
-  training steps.
+- `{"op": "memory", "steps": N, "steady_steps": M}`: peak RSS
+  (ru_maxrss) before and after N training steps, then the peak of M more
+  steps after a reset of the peak (`bench_header.steady_step_peak`).
 
 Usage (normally started by the driver):
     /work/timm-venv/bin/python benchmarks/timm_worker.py \
@@ -89,12 +90,19 @@ def main():
         wall, cpu = bench_header.timed(lambda: torch.matmul(a, b), repeats)
         return {"seconds": wall, "cpu_seconds": cpu}
 
-    def memory(steps_count):
+    def memory(steps, steady_steps=0):
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        for _ in range(steps_count):
+        for _ in range(steps):
             train_step("float32")
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        return {"maxrss_built_kib": before, "maxrss_trained_kib": after}
+        steady = bench_header.steady_step_peak(
+            lambda: train_step("float32"), steady_steps
+        )
+        return {
+            "maxrss_built_kib": before,
+            "maxrss_trained_kib": after,
+            **steady,
+        }
 
     for precision in args.precisions:
         for _ in range(args.warmup):
@@ -104,7 +112,7 @@ def main():
         {
             "run": lambda mode, precision, steps: run(mode, precision, steps),
             "matmul": matmul,
-            "memory": lambda steps: memory(steps),
+            "memory": memory,
             "info": lambda: {
                 "versions": {
                     "timm": timm.__version__,
