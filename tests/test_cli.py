@@ -90,6 +90,7 @@ def test_info_and_predict_name_what_they_expect(tmp_path, capsys):
         cli.main(["evaluate", str(tmp_path / "missing")])
 
 
+@pytest.mark.one_backend("torch")
 def test_console_script_and_module_entry():
     with open(os.path.join(ROOT, "pyproject.toml")) as file:
         pyproject = file.read()

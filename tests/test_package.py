@@ -40,6 +40,7 @@ def run_fresh(code):
     return result.stdout
 
 
+@pytest.mark.one_backend("torch")
 def test_import_models_registers_models_and_recipe_objects():
     # A fresh process: what `import keras_gmlp.models` registers, for
     # `keras.saving.load_model` and keras-hub's `from_preset`.
@@ -52,6 +53,7 @@ def test_import_models_registers_models_and_recipe_objects():
     assert run_fresh(code).split() == ["True"]
 
 
+@pytest.mark.one_backend("torch")
 def test_import_keras_gmlp_loads_the_models_when_first_used():
     # `import keras_gmlp` alone registers no task; a name of the models
     # imports (and registers) them.
@@ -66,6 +68,7 @@ def test_import_keras_gmlp_loads_the_models_when_first_used():
     assert run_fresh(code).split() == ["True", "False", "True"]
 
 
+@pytest.mark.one_backend("torch")
 def test_a_saved_task_needs_the_models_imported(tmp_path):
     # Forgetting `import keras_gmlp.models`: Keras' error names the class
     # and its module.

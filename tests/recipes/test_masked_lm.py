@@ -441,7 +441,7 @@ def test_bad_input_fails_clearly(tmp_path):
     "architecture",
     [
         pytest.param("deberta_v3", marks=pytest.mark.one_backend("torch")),
-        pytest.param("roformer_v2", marks=pytest.mark.one_backend("jax")),
+        pytest.param("roformer_v2", marks=pytest.mark.one_backend("torch")),
         pytest.param("fnet", marks=pytest.mark.one_backend("tensorflow")),
     ],
 )
