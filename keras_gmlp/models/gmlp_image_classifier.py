@@ -212,10 +212,18 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             loss = keras.losses.SparseCategoricalCrossentropy(from_logits)
         if metrics == "auto":
             metrics = [keras.metrics.SparseCategoricalAccuracy("accuracy")]
-        # Skip the parent's defaults, which differ.
+        # Skip the parent's defaults, which differ (and so GMLPTask's
+        # compile: the requested jit_compile is kept here).
+        jit_compile = kwargs.pop("jit_compile", "auto")
         Task.compile(
-            self, optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
+            self,
+            optimizer=optimizer,
+            loss=loss,
+            metrics=metrics,
+            jit_compile=jit_compile,
+            **kwargs,
         )
+        self._jit_compile_requested = jit_compile
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):

@@ -54,6 +54,9 @@ class GMLPTask:
       class, learning-rate schedule, state and the variables it leaves out
       of weight decay), loss and metrics: Keras does not call an
       overridden `compile()` when loading, so `compile_from_config` does.
+      `jit_compile="auto"` (the default) is saved as `"auto"`, so each
+      backend resolves it where the file loads (Keras saves the saving
+      backend's answer: XLA's True would become `torch.compile`).
     - `from_preset()` of a preset saved under a mixed-precision policy
       (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
       fails on it. Pass `dtype=` to choose another.
@@ -67,8 +70,17 @@ class GMLPTask:
             return super().get_layer(name=name)
         return self.backbone.get_layer(name=name)
 
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
+        self._jit_compile_requested = jit_compile
+
     def get_compile_config(self):
         config = super().get_compile_config()
+        if config and getattr(self, "_jit_compile_requested", None) == "auto":
+            # Keras saves this backend's resolution of "auto" (True on JAX
+            # and TensorFlow), so a file compiled by default would switch
+            # torch.compile on where it loads under torch.
+            config["jit_compile"] = "auto"
         optimizer = getattr(self, "optimizer", None)
         if config and optimizer is not None:
             config[OPTIMIZER_BUILT] = bool(optimizer.built)

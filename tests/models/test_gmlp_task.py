@@ -140,3 +140,32 @@ def test_mixed_bfloat16_preset_loads_with_equal_outputs(name, tmp_path):
     # Another policy when asked.
     loaded = type(model).from_preset(folder, dtype="float32")
     assert loaded.dtype_policy.name == "float32"
+
+
+@pytest.mark.parametrize("jit_compile", ["auto", True, False])
+@pytest.mark.parametrize("name", TASKS)
+def test_saved_compile_config_keeps_the_requested_jit_compile(
+    name, jit_compile, tmp_path
+):
+    """`"auto"` is saved as `"auto"`, not as this backend's resolution:
+    a file compiled by default on JAX (XLA) must not load on torch with
+    `torch.compile` switched on."""
+    task, _, _ = task_and_data(name)
+    task.compile(
+        optimizer=keras.optimizers.AdamW(1e-3),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=jit_compile,
+    )
+    assert task.get_compile_config()["jit_compile"] == jit_compile
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+
+    loaded = keras.saving.load_model(path)
+
+    assert loaded.get_compile_config()["jit_compile"] == jit_compile
+    expected = (
+        loaded._resolve_auto_jit_compile()
+        if jit_compile == "auto"
+        else jit_compile
+    )
+    assert loaded.jit_compile == expected
