@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.drop_path import DropPath
+from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
 from keras_gmlp.layers.tiny_attention import TinyAttention
@@ -104,7 +105,7 @@ class GMLPBlock(keras.layers.Layer):
         hidden_dim = input_shape[-1]
         gate_dim = self.ffn_dim // 2 if self.gating == "split" else self.ffn_dim
         ffn_shape = tuple(input_shape[:-1]) + (self.ffn_dim,)
-        self.norm = keras.layers.LayerNormalization(
+        self.norm = LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(input_shape)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp.layers.layer_normalization import LayerNormalization
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
@@ -221,7 +222,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         self._check_length(input_shape[-2])
         n = self.sequence_length
         gate_channels = channels // 2 if self.gating == "split" else channels
-        self.norm = keras.layers.LayerNormalization(
+        self.norm = LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(tuple(input_shape[:-1]) + (gate_channels,))

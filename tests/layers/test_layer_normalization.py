@@ -1,0 +1,164 @@
+"""keras_gmlp's LayerNormalization (a closed-form gradient under JAX)
+against numpy: outputs, and gradients by central finite differences."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import LayerNormalization
+
+BACKEND = keras.config.backend()
+
+
+def reference(x, gamma, beta, epsilon, axis=-1):
+    """Layer normalisation in float64 numpy."""
+    x = x.astype("float64")
+    mean = x.mean(axis=axis, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=axis, keepdims=True)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    normalized = (x - mean) / np.sqrt(variance + epsilon)
+    return normalized * gamma.reshape(shape) + beta.reshape(shape)
+
+
+def built_layer(shape, rng, **kwargs):
+    layer = LayerNormalization(**kwargs)
+    layer.build(shape)
+    for weight in layer.weights:
+        weight.assign(1.0 + 0.5 * rng.normal(size=weight.shape))
+    return layer
+
+
+def weight_values(layer, size):
+    gamma = keras.ops.convert_to_numpy(layer.gamma) if layer.scale else None
+    beta = keras.ops.convert_to_numpy(layer.beta) if layer.center else None
+    return (
+        np.ones(size) if gamma is None else gamma.astype("float64"),
+        np.zeros(size) if beta is None else beta.astype("float64"),
+    )
+
+
+def gradients(layer, x, cotangent):
+    """d sum(layer(x) * cotangent) / d (x, *trainable weights), numpy."""
+    if BACKEND == "jax":
+        import jax
+
+        def loss(trainable, x):
+            outputs, _ = layer.stateless_call(trainable, [], x)
+            return (outputs.astype("float32") * cotangent).sum()
+
+        trainable = [w.value for w in layer.trainable_weights]
+        by_weight, by_input = jax.grad(loss, argnums=(0, 1))(trainable, x)
+        grads = [by_input, *by_weight]
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(tf.cast(layer(x), "float32") * cotangent)
+        weights = [w.value for w in layer.trainable_weights]
+        grads = tape.gradient(loss, [x, *weights])
+    else:
+        import torch
+
+        x = torch.tensor(x, requires_grad=True)
+        loss = (layer(x).float() * torch.tensor(cotangent)).sum()
+        weights = [w.value for w in layer.trainable_weights]
+        grads = torch.autograd.grad(loss, [x, *weights])
+    return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
+
+
+def finite_differences(function, value, step=1e-6):
+    """d function(value) / d value, central differences, float64."""
+    grad = np.zeros_like(value)
+    for index in np.ndindex(value.shape):
+        up, down = value.copy(), value.copy()
+        up[index] += step
+        down[index] -= step
+        grad[index] = (function(up) - function(down)) / (2 * step)
+    return grad
+
+
+@pytest.mark.parametrize(
+    "center,scale", [(True, True), (False, True), (True, False)]
+)
+@pytest.mark.parametrize("shape", [(2, 5, 7), (3, 4)])
+def test_outputs_match_numpy(shape, center, scale, rng):
+    x = (3.0 + 2.0 * rng.normal(size=shape)).astype("float32")
+    layer = built_layer(shape, rng, epsilon=1e-5, center=center, scale=scale)
+    gamma, beta = weight_values(layer, shape[-1])
+    outputs = keras.ops.convert_to_numpy(layer(x))
+    expected = reference(x, gamma, beta, 1e-5)
+    np.testing.assert_allclose(outputs, expected, rtol=0, atol=2e-5)
+
+
+def test_outputs_under_mixed_bfloat16(rng):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    layer = built_layer(x.shape, rng, epsilon=1e-6)
+    outputs = layer(keras.ops.cast(x, "bfloat16"))
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(layer.gamma.dtype) == "float32"
+    gamma, beta = weight_values(layer, 8)
+    expected = reference(
+        keras.ops.convert_to_numpy(
+            keras.ops.cast(keras.ops.cast(x, "bfloat16"), "float32")
+        ),
+        gamma,
+        beta,
+        1e-6,
+    )
+    outputs = keras.ops.convert_to_numpy(keras.ops.cast(outputs, "float32"))
+    # bfloat16 keeps 8 bits: a relative error of 2^-8 of the largest output.
+    np.testing.assert_allclose(
+        outputs, expected, rtol=0, atol=np.abs(expected).max() * 2**-7
+    )
+
+
+@pytest.mark.xfail(
+    BACKEND == "torch",
+    reason="Keras 3.15's torch layer_normalization hands axis=1 of a 3-D "
+    "input to F.layer_norm, which normalises the trailing axis",
+    strict=True,
+)
+def test_another_axis_normalises_that_axis(rng):
+    x = rng.normal(size=(2, 6, 3)).astype("float32")
+    layer = built_layer(x.shape, rng, axis=1, epsilon=1e-3)
+    gamma, beta = weight_values(layer, 6)
+    outputs = keras.ops.convert_to_numpy(layer(x))
+    expected = reference(x, gamma, beta, 1e-3, axis=1)
+    np.testing.assert_allclose(outputs, expected, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("center,scale", [(True, True), (False, False)])
+def test_gradients_match_finite_differences(center, scale, rng):
+    shape = (2, 3, 5)
+    x = (1.0 + rng.normal(size=shape)).astype("float32")
+    cotangent = rng.normal(size=shape).astype("float32")
+    layer = built_layer(shape, rng, epsilon=1e-3, center=center, scale=scale)
+    gamma, beta = weight_values(layer, shape[-1])
+    x64, cotangent64 = x.astype("float64"), cotangent.astype("float64")
+
+    def loss(x=x64, gamma=gamma, beta=beta):
+        return (reference(x, gamma, beta, 1e-3) * cotangent64).sum()
+
+    grads = gradients(layer, x, cotangent)
+    expected = [finite_differences(lambda v: loss(x=v), x64)]
+    if scale:
+        expected.append(finite_differences(lambda v: loss(gamma=v), gamma))
+    if center:
+        expected.append(finite_differences(lambda v: loss(beta=v), beta))
+    # Keras orders a LayerNormalization's weights gamma, beta.
+    assert len(grads) == len(expected)
+    for actual, wanted in zip(grads, expected, strict=True):
+        np.testing.assert_allclose(actual, wanted, rtol=1e-4, atol=1e-4)
+
+
+def test_is_a_keras_layer_normalization_and_round_trips(rng):
+    layer = LayerNormalization(epsilon=1e-6, name="norm")
+    assert isinstance(layer, keras.layers.LayerNormalization)
+    config = keras.saving.serialize_keras_object(layer)
+    restored = keras.saving.deserialize_keras_object(config)
+    assert type(restored) is LayerNormalization
+    assert restored.epsilon == 1e-6
