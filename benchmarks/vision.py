@@ -38,9 +38,42 @@ shared, so absolute timings drift):
 bfloat16 needs a CPU with AVX512-BF16 or AMX to be fast; the run reads
 /proc/cpuinfo and marks the bfloat16 rows when the CPU has neither.
 
-Where the time goes (profiles of a gMLP-Ti training step, batch 8; run
-`--profile` for a backend's step time and torch's profiler table),
-measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
+Measured (batch 8, 224 px, `--jit auto`, 3 alternated rounds of 2 steps,
+medians; an idle 2-core AMD EPYC with AVX512-BF16, so the bfloat16 rows
+are real; `benchmarks/results/vision_<model>*.json`), x timm:
+
+| model | backend | float32 train | infer | mixed_bfloat16 train | infer |
+|---|---|---|---|---|---|
+| gMLP-Ti | jax | 1.00 (was 0.47) | 0.82 | 0.54 | 0.88 |
+| gMLP-Ti | tensorflow | 1.33 | 0.98 | 0.88 | 0.66 |
+| gMLP-Ti | torch | 0.95 | 0.79 | 0.94 | 0.79 |
+| gMLP-S | jax | 0.78 (was 0.47) | 0.81 | 0.47 | 0.64 |
+| gMLP-S | tensorflow | 1.11 | 1.07 | 0.89 | 0.71 |
+| gMLP-S | torch | 0.99 | 0.92 | 0.95 | 0.91 |
+
+The JAX rows "was" are the same run before the closed-form LayerNorm
+gradient below (`_jax_closed_form_ln` results: after). Training MFU
+(float32): tensorflow 0.50 / 0.59 (Ti / S), torch 0.43 / 0.60, jax 0.40 /
+0.45, timm 0.44 / 0.61. JAX's bfloat16 matmul runs at 160 GFLOP/s against
+its float32 200 (torch and TensorFlow: 410 against 190-220), so its
+bfloat16 rows stay behind.
+
+Where the time goes on JAX, found this way: a pure-JAX gMLP-Ti stack (30
+blocks, batch 8, no Keras) trains at the same 0.47x timm as keras_gmlp, so
+the gap was XLA:CPU, not Keras. Its matmuls at the model's shapes run at
+torch's rate (jnp `(1568, 128) x (128, 768)`: 190-200 GFLOP/s, torch
+176-188; `(196, 196) x (196, 3072)`: 182-195, torch 122-169). Removing
+the LayerNorms halved the step (1.57 s -> 0.75 s), and replacing JAX's
+derived LayerNorm gradient by the closed form `(g - mean(g) - y *
+mean(g y)) / std` (a `jax.custom_vjp`) gave 1.86 s -> 0.87 s with equal
+losses; a `custom_jvp` of the same rule did not help (1.74 s), nor did a
+tokens-first layout that drops the spatial product's transposes (train
+0.98-1.06x, inference 1.06-1.13x). `keras_gmlp.layers.LayerNormalization`
+is that closed form, used in the block and the gating unit on JAX.
+
+Earlier profiles (a gMLP-Ti training step, batch 8; run `--profile` for a
+backend's step time and torch's profiler table), measured on the 2-core
+Xeon without AVX512-BF16/AMX, load 6-9:
 
 - JAX (XLA:CPU, `jit_compile` auto), `jax.profiler` trace read back with
   `jax.profiler.ProfileData`: 43 % of the step's XLA time is in 150
@@ -78,8 +111,8 @@ measured on the 2-core Xeon without AVX512-BF16/AMX, load 6-9:
   training step had not finished after 14 minutes (inductor building C++
   kernels on the loaded machine); left out unless `--torch-compile`.
 - Per CPU-second, the TensorFlow and torch training steps are at about
-  timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x, consistent with the
-  copies above; inference 0.75 (jax) to 0.91 (torch).
+  timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x (before the
+  closed-form LayerNorm gradient); inference 0.75 (jax) to 0.91 (torch).
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
