@@ -14,22 +14,32 @@ is measured the same way with the same batch; `x timm` = keras / timm.
 Memory does not depend on the machine's load, so one process per row.
 
 Measured (gMLP-Ti/16, batch 8, 224 px, float32, 2 steps then 3 steady
-steps, 2-core Xeon; `benchmarks/results/memory_gmlp_ti16_224.json`):
+steps; `benchmarks/results/memory_gmlp_ti16_224.json`), x timm:
 
-| backend | steady step x timm | first steps x timm | whole peak x timm |
+| backend | steady step | first steps | whole peak |
 |---|---|---|---|
-| jax | 1.46 (873 / 599 MiB) | 2.07 | 1.76 |
+| jax | 1.29 (777 / 603 MiB) | 1.64 | 1.55 |
+| torch | 1.38 (829 / 603 MiB) | 1.40 | 1.53 |
 | tensorflow | not measurable | 2.53 | 1.92 |
-| torch | 1.37 (823 / 599 MiB) | 1.19 | 1.42 |
 
-The target, peak training memory <= timm's, is not met. The first-step
-figures of JAX and TensorFlow include XLA compilation; the steady figures
-do not. TensorFlow's steady figure reads 36 MiB: its step's buffers stay
-resident between steps even after `malloc_trim`, so RSS cannot see its
-peak. torch's steady step keeps 1.37x timm's memory for the same model:
-the Keras graph holds more intermediate tensors per block (not profiled
-yet); recomputing blocks in the backward pass (Keras' `RematScope`)
-would trade that for time.
+(jax and torch on an idle 2-core AMD EPYC, after the closed-form
+LayerNorm gradient, which took JAX from 1.46x; tensorflow on the 2-core
+Xeon.) The target, peak training memory <= timm's, is not met. The
+first-step figures of JAX and TensorFlow include XLA compilation; the
+steady figures do not. TensorFlow keeps its step's buffers resident
+between steps even after `malloc_trim`, so RSS cannot see its peak.
+
+Where torch's extra memory is not: the tensors autograd saves for the
+backward pass are the same as timm's, 89.05 MiB per image for both
+(counted with `torch.autograd.graph.saved_tensors_hooks`, storages
+deduplicated). What differs is what a step allocates (torch's profiler,
+`profile_memory=True`): Keras' Dense is a matmul then a bias add where
+timm's Linear is one `addmm`, so a Keras step makes 434 `add` allocations
+(276 MB) against timm's 30 (23 MB). A Dense calling `F.linear` lowered
+the steady peak in 2 of 2 alternated pairs (885 -> 832 and 843 -> 752 MiB),
+too noisy and too small to reach timm's and not adopted. Recomputing
+blocks in the backward pass (Keras' `RematScope`) would trade memory for
+time.
 
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8
