@@ -69,7 +69,11 @@ mean(g y)) / std` (a `jax.custom_vjp`) gave 1.86 s -> 0.87 s with equal
 losses; a `custom_jvp` of the same rule did not help (1.74 s), nor did a
 tokens-first layout that drops the spatial product's transposes (train
 0.98-1.06x, inference 1.06-1.13x). `keras_gmlp.layers.LayerNormalization`
-is that closed form, used in the block and the gating unit on JAX.
+is that closed form, used in the block and the gating unit on JAX. The
+same closed form as a `tf.custom_gradient` under TensorFlow gave training
+1.21 / 1.14 x timm (Ti / S; results `_tensorflow_closed_form_ln`) against
+1.33 / 1.11 in the table's run: no gain beyond the rounds' spread, so
+TensorFlow keeps Keras' own LayerNorm.
 
 Earlier profiles (a gMLP-Ti training step, batch 8; run `--profile` for a
 backend's step time and torch's profiler table), measured on the 2-core
