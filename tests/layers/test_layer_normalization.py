@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import LayerNormalization
+from tests.gradients import gradients
 
 BACKEND = keras.config.backend()
 
@@ -36,37 +37,6 @@ def weight_values(layer, size):
         np.ones(size) if gamma is None else gamma.astype("float64"),
         np.zeros(size) if beta is None else beta.astype("float64"),
     )
-
-
-def gradients(layer, x, cotangent):
-    """d sum(layer(x) * cotangent) / d (x, *trainable weights), numpy."""
-    if BACKEND == "jax":
-        import jax
-
-        def loss(trainable, x):
-            outputs, _ = layer.stateless_call(trainable, [], x)
-            return (outputs.astype("float32") * cotangent).sum()
-
-        trainable = [w.value for w in layer.trainable_weights]
-        by_weight, by_input = jax.grad(loss, argnums=(0, 1))(trainable, x)
-        grads = [by_input, *by_weight]
-    elif BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        x = tf.constant(x)
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.reduce_sum(tf.cast(layer(x), "float32") * cotangent)
-        weights = [w.value for w in layer.trainable_weights]
-        grads = tape.gradient(loss, [x, *weights])
-    else:
-        import torch
-
-        x = torch.tensor(x, requires_grad=True)
-        loss = (layer(x).float() * torch.tensor(cotangent)).sum()
-        weights = [w.value for w in layer.trainable_weights]
-        grads = torch.autograd.grad(loss, [x, *weights])
-    return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
 
 
 def finite_differences(function, value, step=1e-6):
@@ -143,7 +113,7 @@ def test_gradients_match_finite_differences(center, scale, rng):
     def loss(x=x64, gamma=gamma, beta=beta):
         return (reference(x, gamma, beta, 1e-3) * cotangent64).sum()
 
-    grads = gradients(layer, x, cotangent)
+    grads = gradients(layer, x, cotangent, layer.trainable_weights)
     expected = [finite_differences(lambda v: loss(x=v), x64)]
     if scale:
         expected.append(finite_differences(lambda v: loss(gamma=v), gamma))

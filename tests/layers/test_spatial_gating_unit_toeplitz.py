@@ -7,6 +7,7 @@ import pytest
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
+from tests.gradients import gradients as layer_gradients
 
 BACKEND = keras.config.backend()
 
@@ -104,46 +105,7 @@ def make_pair(rng, causal, sequence_length=12, channels=10, dtype=None):
 
 def gradients(layer, z, cotangent):
     """d sum(layer(z) * cotangent) / d (z, kernel, bias), in numpy."""
-    if BACKEND == "jax":
-        import jax
-
-        def loss(trainable, z):
-            outputs, _ = layer.stateless_call(
-                trainable, [w.value for w in layer.non_trainable_weights], z
-            )
-            return (outputs.astype("float32") * cotangent).sum()
-
-        trainable = [w.value for w in layer.trainable_weights]
-        by_weight, by_input = jax.grad(loss, argnums=(0, 1))(trainable, z)
-        by_weight = dict(
-            zip(
-                [w.path for w in layer.trainable_weights],
-                by_weight,
-                strict=True,
-            )
-        )
-        grads = [
-            by_input,
-            by_weight[layer.kernel.path],
-            by_weight[layer.bias.path],
-        ]
-    elif BACKEND == "tensorflow":
-        import tensorflow as tf
-
-        z = tf.constant(z)
-        with tf.GradientTape() as tape:
-            tape.watch(z)
-            loss = tf.reduce_sum(tf.cast(layer(z), "float32") * cotangent)
-        grads = tape.gradient(loss, [z, layer.kernel.value, layer.bias.value])
-    else:
-        import torch
-
-        z = torch.tensor(z, requires_grad=True)
-        loss = (layer(z).float() * torch.tensor(cotangent)).sum()
-        grads = torch.autograd.grad(
-            loss, [z, layer.kernel.value, layer.bias.value]
-        )
-    return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
+    return layer_gradients(layer, z, cotangent, [layer.kernel, layer.bias])
 
 
 def gradients_reference(layer, z, cotangent):

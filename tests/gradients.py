@@ -1,0 +1,56 @@
+"""Gradients of a layer's outputs on every backend, as numpy."""
+
+import keras
+
+BACKEND = keras.config.backend()
+
+
+def gradients(layer, inputs, cotangent, weights):
+    """d sum(layer(inputs) * cotangent) / d (inputs, *weights).
+
+    Args:
+        layer: a built Keras layer.
+        inputs: float32 numpy array.
+        cotangent: float32 numpy array of the outputs' shape.
+        weights: trainable variables of `layer`, in the order wanted.
+
+    Returns:
+        A list of float64 numpy arrays: the inputs' gradient, then each
+        weight's.
+    """
+    if BACKEND == "jax":
+        import jax
+
+        def loss(trainable, inputs):
+            outputs, _ = layer.stateless_call(
+                trainable,
+                [w.value for w in layer.non_trainable_weights],
+                inputs,
+            )
+            return (outputs.astype("float32") * cotangent).sum()
+
+        trainable = [w.value for w in layer.trainable_weights]
+        by_weight, by_input = jax.grad(loss, argnums=(0, 1))(trainable, inputs)
+        by_path = dict(
+            zip(
+                [w.path for w in layer.trainable_weights],
+                by_weight,
+                strict=True,
+            )
+        )
+        grads = [by_input, *(by_path[w.path] for w in weights)]
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        inputs = tf.constant(inputs)
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            loss = tf.reduce_sum(tf.cast(layer(inputs), "float32") * cotangent)
+        grads = tape.gradient(loss, [inputs, *(w.value for w in weights)])
+    else:
+        import torch
+
+        inputs = torch.tensor(inputs, requires_grad=True)
+        loss = (layer(inputs).float() * torch.tensor(cotangent)).sum()
+        grads = torch.autograd.grad(loss, [inputs, *(w.value for w in weights)])
+    return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
