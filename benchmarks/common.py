@@ -304,7 +304,17 @@ def timm_worker_command(
     timm_python, model, batch_size, image_size, threads, warmup
 ):
     """The command line of a `timm_worker.py` process (more flags may
-    follow)."""
+    follow).
+
+    timm's model gets the stochastic depth rate of the keras_gmlp preset
+    of the same name (gMLP-S: 0.05; timm's default is 0), so both sides
+    draw and apply a drop-path mask in training. timm applies the rate to
+    every block, keras_gmlp rises to it linearly from 0 at the first block:
+    the same work per block, except keras_gmlp's first, which skips it.
+    """
+    from keras_gmlp.models.presets import PRESETS
+
+    drop_path_rate = PRESETS[model]["config"].get("drop_path_rate", 0.0)
     return [
         timm_python,
         str(REPOSITORY / "benchmarks" / "timm_worker.py"),
@@ -318,6 +328,8 @@ def timm_worker_command(
         str(threads),
         "--warmup",
         str(warmup),
+        "--drop-path-rate",
+        str(drop_path_rate),
     ]
 
 

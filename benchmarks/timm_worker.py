@@ -38,6 +38,9 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument(
+        "--drop-path-rate", type=float, default=0.0, help="stochastic depth"
+    )
+    parser.add_argument(
         "--precisions", nargs="+", default=["float32"], help="to warm up"
     )
     args = parser.parse_args()
@@ -48,7 +51,10 @@ def main():
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = timm.create_model(
-        args.model, pretrained=False, img_size=args.image_size
+        args.model,
+        pretrained=False,
+        img_size=args.image_size,
+        drop_path_rate=args.drop_path_rate,
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     loss_function = torch.nn.CrossEntropyLoss()

@@ -10,7 +10,9 @@ optimised HLO of a gMLP-Ti training step about 6 copies of
 
 Forms: `einsum` (the baseline), `broadcast` (`W` broadcast to
 `(batch, n, m)`, then a batched matmul) and `matmul` (`ops.matmul` of the
-2-D `W` and the 3-D `v`, the backend broadcasting as it likes).
+2-D `W` and the 3-D `v`, the backend broadcasting as it likes), and under
+torch `linear`, timm's form: `torch.nn.functional.linear` of `v`
+transposed to tokens-last, the bias fused into the product.
 
 One process per backend (`KERAS_BACKEND`). For each case one copy of the
 same model (same seed, so the same weights) is built per form, and their
@@ -63,30 +65,41 @@ from benchmarks import common  # noqa: E402
 BASELINE = "einsum"
 
 
-def einsum_product(weight, v):
+def einsum_product(weight, v, bias):
     from keras import ops
 
-    return ops.einsum("ij,...jc->...ic", weight, v)
+    return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
 
 
-def broadcast_product(weight, v):
+def broadcast_product(weight, v, bias):
     from keras import ops
 
     batch_size = ops.shape(v)[0]
     weight = ops.broadcast_to(weight[None], (batch_size, *ops.shape(weight)))
-    return ops.matmul(weight, v)
+    return ops.matmul(weight, v) + bias[:, None]
 
 
-def matmul_product(weight, v):
+def matmul_product(weight, v, bias):
     from keras import ops
 
-    return ops.matmul(weight, v)
+    return ops.matmul(weight, v) + bias[:, None]
+
+
+def linear_product(weight, v, bias):
+    """timm's form (torch only): `F.linear` over the tokens-last view."""
+    import torch
+
+    product = torch.nn.functional.linear(
+        torch.transpose(v, -1, -2), weight, bias
+    )
+    return torch.transpose(product, -1, -2)
 
 
 FORMS = {
     BASELINE: einsum_product,
     "broadcast": broadcast_product,
     "matmul": matmul_product,
+    "linear": linear_product,
 }
 
 
@@ -139,6 +152,12 @@ def parse_args(argv=None):
     parser.add_argument(
         "--cases", nargs="+", default=["image", "mlm"], choices=["image", "mlm"]
     )
+    parser.add_argument(
+        "--forms",
+        nargs="+",
+        choices=list(FORMS),
+        help="default: all, `linear` under torch only",
+    )
     parser.add_argument("--image-batch", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--mlm-length", type=int, default=128)
@@ -158,8 +177,14 @@ def main(argv=None):
     report = common.header()
     report["arguments"] = vars(args)
     print(common.describe(report), flush=True)
+    forms = args.forms or [
+        form
+        for form in FORMS
+        if form != "linear" or os.environ["KERAS_BACKEND"] == "torch"
+    ]
+    forms = [BASELINE] + [form for form in forms if form != BASELINE]
     functions = {}
-    for form in FORMS:
+    for form in forms:
         steps = {}
         if "image" in args.cases:
             steps.update(image_steps(form, args.image_batch, args.image_size))
@@ -178,7 +203,7 @@ def main(argv=None):
     rows = []
     for case in dict.fromkeys(case for case, _ in keys):
         baseline = times[f"{case}/{BASELINE}"]
-        for form in FORMS:
+        for form in forms:
             seconds = times[f"{case}/{form}"]
             ratios = [b / s for b, s in zip(baseline, seconds, strict=True)]
             rows.append(

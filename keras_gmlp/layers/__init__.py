@@ -1,5 +1,6 @@
 """Keras layers of gMLP and aMLP."""
 
+from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.layer_normalization import LayerNormalization
@@ -9,6 +10,7 @@ from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.layers.tiny_attention import TinyAttention
 
 __all__ = [
+    "Dense",
     "DropPath",
     "GMLPBlock",
     "LayerNormalization",

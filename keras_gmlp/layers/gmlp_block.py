@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.layer_normalization import LayerNormalization
@@ -109,7 +110,7 @@ class GMLPBlock(keras.layers.Layer):
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(input_shape)
-        self.channel_projection_in = keras.layers.Dense(
+        self.channel_projection_in = Dense(
             self.ffn_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -138,7 +139,7 @@ class GMLPBlock(keras.layers.Layer):
                 name="tiny_attention",
             )
             self.tiny_attention.build(input_shape)
-        self.channel_projection_out = keras.layers.Dense(
+        self.channel_projection_out = Dense(
             hidden_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,

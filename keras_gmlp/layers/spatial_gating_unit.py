@@ -62,23 +62,26 @@ def leading(x, length, axis):
     return ops.take(x, ops.arange(length), axis=axis)
 
 
-def token_product(weight, v):
-    """`W @ v` over the token axis: `(n, m)` times `(..., m, c)`.
+def token_product(weight, v, bias):
+    """`W @ v + b` over the token axis: `(n, m)` times `(..., m, c)`.
 
-    One einsum. A batched matmul (`W` broadcast over the batch, or
-    `ops.matmul` of the 2-D `W` and the 3-D `v`) avoids the layout copies
-    XLA puts around the einsum's 2-D dot, but measured mixed: JAX
-    inference 1.2x faster, JAX training 4-7 % slower, TensorFlow and torch
-    within the rounds' spread (`benchmarks/token_product.py`).
+    One einsum and an add. Measured alternatives
+    (`benchmarks/token_product.py`): a batched matmul (`W` broadcast over
+    the batch, or `ops.matmul` of the 2-D `W` and the 3-D `v`) avoids the
+    layout copies XLA puts around the einsum's 2-D dot, but JAX inference
+    gains 1.2x and JAX training loses 4-7 %; under torch, timm's form
+    (`torch.nn.functional.linear` of `v` transposed, the bias fused) trains
+    slower, the transposes costing more than the fused add saves.
 
     Args:
         weight: tensor `(n, m)`.
         v: tensor `(..., m, c)`.
+        bias: tensor `(n,)`.
 
     Returns:
         Tensor `(..., n, c)`.
     """
-    return ops.einsum("ij,...jc->...ic", weight, v)
+    return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
 
 
 def check_modes(spatial, gating):
@@ -322,7 +325,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             return self.toeplitz_by_fft(v, length)
         weight = ops.cast(self.spatial_weight(length), v.dtype)
         bias = ops.cast(leading(self.bias, length, axis=0), v.dtype)
-        return token_product(weight, v) + bias[:, None]
+        return token_product(weight, v, bias)
 
     def _gate(self, u, v, attention):
         if attention is not None:
@@ -421,8 +424,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         weight = ops.cast(weight, cache.dtype)
         bias = ops.slice(ops.convert_to_tensor(self.bias), [start], [length])
         bias = ops.cast(bias, cache.dtype)
-        product = token_product(weight, cache)
-        return product + bias[:, None]
+        return token_product(weight, cache, bias)
 
     def _dense_rows(self, kernel, max_length, start, length):
         """Rows `[start, start + length)` of the causal dense `W`."""

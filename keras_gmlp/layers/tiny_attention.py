@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
 
@@ -68,14 +69,14 @@ class TinyAttention(keras.layers.Layer):
 
     def build(self, input_shape):
         output_dim = self.output_dim or input_shape[-1]
-        self.qkv = keras.layers.Dense(
+        self.qkv = Dense(
             3 * self.attention_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="qkv",
         )
         self.qkv.build(input_shape)
-        self.output_projection = keras.layers.Dense(
+        self.output_projection = Dense(
             output_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
