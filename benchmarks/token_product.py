@@ -45,8 +45,14 @@ form is faster; the spread of the rounds' ratios in brackets):
 
 Only JAX inference gains clearly (1.2x); JAX training loses 4-7 % with
 either form (the copies move into the weight gradient's batch
-reduction), and the other rows are within their spread. The unit keeps
-the einsum.
+reduction), and the other rows are within their spread. So the unit
+uses the broadcast form in JAX inference only (`training` false) and the
+einsum everywhere else.
+
+timm's form under torch (`--forms linear`, an idle 2-core AMD EPYC with
+AVX2 only, same cases, 5 rounds; `token_product_linear_torch.json`):
+image train 0.95 (0.69-1.08), image infer 0.92 (0.80-1.55), mlm train
+1.10 (0.86-1.54): within the spread, not adopted.
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/token_product.py --rounds 5
@@ -65,13 +71,13 @@ from benchmarks import common  # noqa: E402
 BASELINE = "einsum"
 
 
-def einsum_product(weight, v, bias):
+def einsum_product(weight, v, bias, batched=False):
     from keras import ops
 
     return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
 
 
-def broadcast_product(weight, v, bias):
+def broadcast_product(weight, v, bias, batched=False):
     from keras import ops
 
     batch_size = ops.shape(v)[0]
@@ -79,13 +85,13 @@ def broadcast_product(weight, v, bias):
     return ops.matmul(weight, v) + bias[:, None]
 
 
-def matmul_product(weight, v, bias):
+def matmul_product(weight, v, bias, batched=False):
     from keras import ops
 
     return ops.matmul(weight, v) + bias[:, None]
 
 
-def linear_product(weight, v, bias):
+def linear_product(weight, v, bias, batched=False):
     """timm's form (torch only): `F.linear` over the tokens-last view."""
     import torch
 

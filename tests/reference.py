@@ -36,7 +36,7 @@ def spatial_gating(z, weight, bias, gamma, beta, attention=None, eps=1e-5):
     half = z.shape[-1] // 2
     u, v = z[..., :half], z[..., half:]
     v = layer_norm(v, gamma, beta, eps)
-    v = np.einsum("ij,bjc->bic", weight, v) + bias[:, None]
+    v = np.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
     if attention is not None:
         v = v + attention
     return u * v

@@ -163,7 +163,9 @@ class GMLPBlock(keras.layers.Layer):
             attention = self.tiny_attention(
                 normalized, padding_mask=padding_mask
             )
-        hidden = self.spatial_gating_unit(hidden, attention=attention)
+        hidden = self.spatial_gating_unit(
+            hidden, attention=attention, training=training
+        )
         hidden = self.channel_projection_out(hidden)
         return inputs + self.drop_path(hidden, training=training)
 

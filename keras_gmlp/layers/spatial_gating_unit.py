@@ -62,26 +62,35 @@ def leading(x, length, axis):
     return ops.take(x, ops.arange(length), axis=axis)
 
 
-def token_product(weight, v, bias):
+def token_product(weight, v, bias, batched=False):
     """`W @ v + b` over the token axis: `(n, m)` times `(..., m, c)`.
 
-    One einsum and an add. Measured alternatives
-    (`benchmarks/token_product.py`): a batched matmul (`W` broadcast over
-    the batch, or `ops.matmul` of the 2-D `W` and the 3-D `v`) avoids the
-    layout copies XLA puts around the einsum's 2-D dot, but JAX inference
-    gains 1.2x and JAX training loses 4-7 %; under torch, timm's form
-    (`torch.nn.functional.linear` of `v` transposed, the bias fused) trains
-    slower, the transposes costing more than the fused add saves.
+    An einsum and an add, or with `batched=True` a batched matmul of `W`
+    broadcast over the leading axes. XLA lowers the einsum to one 2-D dot
+    over `(batch x channels, tokens)`, with layout copies of `v` around
+    it; the batched matmul has none. Measured
+    (`benchmarks/token_product.py`): JAX inference 1.2x faster batched,
+    JAX training 4-7 % slower (the copies move into the weight gradient's
+    batch reduction), TensorFlow and torch within the rounds' spread. So
+    the unit asks for `batched` in JAX inference only. Under torch, timm's
+    form (`torch.nn.functional.linear` of `v` transposed, the bias fused)
+    measured no faster either.
 
     Args:
         weight: tensor `(n, m)`.
         v: tensor `(..., m, c)`.
         bias: tensor `(n,)`.
+        batched: bool. The batched matmul instead of the einsum.
 
     Returns:
         Tensor `(..., n, c)`.
     """
-    return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
+    if batched:
+        shape = tuple(ops.shape(v)[:-2]) + tuple(ops.shape(weight))
+        product = ops.matmul(ops.broadcast_to(weight, shape), v)
+    else:
+        product = ops.einsum("ij,...jc->...ic", weight, v)
+    return product + bias[:, None]
 
 
 def check_modes(spatial, gating):
@@ -150,6 +159,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         attention: optional tensor of shape `(batch, tokens, channels / 2)`
             (channels for the non-split gatings), added to the spatial
             projection before the gating: the aMLP tiny attention.
+        training: bool. Only picks how the token product is computed
+            (`token_product`); the outputs are the same.
 
     Example:
 
@@ -293,7 +304,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             length = self.sequence_length
         return length >= FFT_CROSSOVER.get(keras.config.backend(), 1024)
 
-    def call(self, inputs, attention=None):
+    def call(self, inputs, attention=None, training=None):
         length = inputs.shape[-2]
         # A symbolic length (JAX export) cannot be compared while tracing.
         static = is_static(length)
@@ -302,7 +313,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         else:
             length = ops.shape(inputs)[-2]
         u, v = self._gate_input(inputs)
-        v = self._mix(v, length, static)
+        batched = not training and keras.config.backend() == "jax"
+        v = self._mix(v, length, static, batched)
         return self._gate(u, v, attention)
 
     def _gate_input(self, inputs, decoding=False):
@@ -319,13 +331,14 @@ class SpatialGatingUnit(keras.layers.Layer):
             return u, direct_call(self.norm, v)
         return u, self.norm(v)
 
-    def _mix(self, v, length, static):
-        """`W @ v + b` over the `length` leading tokens."""
+    def _mix(self, v, length, static, batched=False):
+        """`W @ v + b` over the `length` leading tokens (`batched`: see
+        `token_product`)."""
         if self.uses_fft(length if static else None):
             return self.toeplitz_by_fft(v, length)
         weight = ops.cast(self.spatial_weight(length), v.dtype)
         bias = ops.cast(leading(self.bias, length, axis=0), v.dtype)
-        return token_product(weight, v, bias)
+        return token_product(weight, v, bias, batched)
 
     def _gate(self, u, v, attention):
         if attention is not None:

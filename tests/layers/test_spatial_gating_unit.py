@@ -18,16 +18,20 @@ def numpy_weights(layer):
     )
 
 
+# training=False computes the token product as a batched matmul under JAX
+# (an einsum otherwise); a 4-D input has two leading axes to broadcast over.
+@pytest.mark.parametrize("shape", [(3, 7, 10), (2, 3, 7, 10)])
+@pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
-def test_matches_numpy_formula(spatial, rng):
-    z = rng.normal(size=(3, 7, 10)).astype("float32")
+def test_matches_numpy_formula(spatial, training, shape, rng):
+    z = rng.normal(size=shape).astype("float32")
     layer = SpatialGatingUnit(spatial=spatial)
     layer.build(z.shape)
     randomize_weights(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
     weight = kernel if spatial == "dense" else reference.toeplitz(kernel, 7)
     expected = reference.spatial_gating(z, weight, bias, gamma, beta)
-    output = keras.ops.convert_to_numpy(layer(z))
+    output = keras.ops.convert_to_numpy(layer(z, training=training))
     np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
 
 
