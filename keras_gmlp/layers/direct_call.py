@@ -11,17 +11,17 @@ from keras.src.backend import get_autocast_scope
 def direct_call(layer, inputs, **kwargs):
     """`layer(inputs, **kwargs)` through `layer.call`, for a built layer.
 
-    Decoding calls every sublayer once per generated token on tiny inputs.
     Under eager torch, `Layer.__call__`'s bookkeeping (signature binding,
-    name scopes, masks, tracking) costs about 4 times the computation of a
-    `(1, 1, 128)` Dense or LayerNormalization (about 200 us against 50
-    measured; `benchmarks/generation.py`). This does what `__call__` does
+    name scopes, masks, tracking) costs about 150 us a call: 4 times the
+    computation of a `(1, 1, 128)` Dense or LayerNormalization in decoding
+    (`benchmarks/generation.py`), and the gMLP block calls 5 sublayers a
+    step. This does what `__call__` does
     to the numbers and nothing else: the inputs converted by the layer's
     dtype policy, and the autocast scope `__call__` would enter (the
     variables cast to the compute dtype under a mixed policy). So the
     outputs are the same as the layer's own call's, for layers whose
-    `call` reads no mask and no `training` flag (Dense,
-    LayerNormalization, Embedding). A layer not built yet (which this
+    `call` reads no mask and is given its `training` flag, if it takes
+    one, explicitly. A layer not built yet (which this
     call builds), a quantized layer and symbolic inputs go through
     `layer(...)` as usual.
 

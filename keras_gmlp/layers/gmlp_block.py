@@ -152,22 +152,30 @@ class GMLPBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, padding_mask=None, training=None, mask=None):
+        # The sublayers, built with the block, are called through
+        # `direct_call`: under eager torch, `Layer.__call__`'s bookkeeping
+        # costs about 150 us a call, 6 calls a block (a tenth of a gMLP-Ti
+        # inference step at batch 8; `benchmarks/vision.py`).
         if padding_mask is None:
             padding_mask = mask
-        normalized = self.norm(inputs)
+        normalized = direct_call(self.norm, inputs)
         hidden = keras.activations.gelu(
-            self.channel_projection_in(normalized), approximate=False
+            direct_call(self.channel_projection_in, normalized),
+            approximate=False,
         )
         attention = None
         if self.tiny_attention is not None:
             attention = self.tiny_attention(
                 normalized, padding_mask=padding_mask
             )
-        hidden = self.spatial_gating_unit(
-            hidden, attention=attention, training=training
+        hidden = direct_call(
+            self.spatial_gating_unit,
+            hidden,
+            attention=attention,
+            training=training,
         )
-        hidden = self.channel_projection_out(hidden)
-        return inputs + self.drop_path(hidden, training=training)
+        hidden = direct_call(self.channel_projection_out, hidden)
+        return inputs + direct_call(self.drop_path, hidden, training=training)
 
     def empty_cache(self, batch_size, max_length):
         """A zero decoding cache for `call_with_cache`.
