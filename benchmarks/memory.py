@@ -166,6 +166,12 @@ def main():
     for model in args.models:
         record = bench_header.header()
         record["arguments"] = vars(args)
+        # glibc's allocator settings change RSS (see the docstring).
+        record["malloc_environment"] = {
+            name: value
+            for name, value in os.environ.items()
+            if name.startswith("MALLOC_")
+        }
         timm_peak, timm_step, timm_steady = summarise(
             timm_measurement(args, model)
         )

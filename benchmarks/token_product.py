@@ -45,9 +45,16 @@ form is faster; the spread of the rounds' ratios in brackets):
 
 Only JAX inference gains clearly (1.2x); JAX training loses 4-7 % with
 either form (the copies move into the weight gradient's batch
-reduction), and the other rows are within their spread. So the unit
-uses the broadcast form in JAX inference only (`training` false) and the
-einsum everywhere else.
+reduction), and the other rows are within their spread.
+
+torch's broadcast form again on an idle 2-core AMD EPYC with AVX2 only
+(`--forms broadcast --rounds 6`, `token_product_broadcast_amd_avx2_torch.json`):
+image train 1.05 (0.99-1.15), image infer 1.07 (0.97-1.14), mlm train
+1.04 (1.01-1.07). torch's einsum also copies `v` twice per block into a
+permuted layout (`(n, batch, c)`; torch's profiler, `profile_memory`),
+which the batched matmul reads in place. So the unit uses the broadcast
+form under torch, train and inference, and in JAX inference
+(`training` false), and the einsum under TensorFlow and in JAX training.
 
 timm's form under torch (`--forms linear`, an idle 2-core AMD EPYC with
 AVX2 only, same cases, 5 rounds; `token_product_linear_torch.json`):

@@ -71,10 +71,12 @@ def token_product(weight, v, bias, batched=False):
     it; the batched matmul has none. Measured
     (`benchmarks/token_product.py`): JAX inference 1.2x faster batched,
     JAX training 4-7 % slower (the copies move into the weight gradient's
-    batch reduction), TensorFlow and torch within the rounds' spread. So
-    the unit asks for `batched` in JAX inference only. Under torch, timm's
-    form (`torch.nn.functional.linear` of `v` transposed, the bias fused)
-    measured no faster either.
+    batch reduction), TensorFlow within the rounds' spread, torch 1.04-1.07x
+    faster on an AVX2 EPYC (and without the einsum's two permuted copies of
+    `v` per block, training memory). So the unit asks for `batched` under
+    torch and in JAX inference. Under torch, timm's form
+    (`torch.nn.functional.linear` of `v` transposed, the bias fused)
+    measured no faster.
 
     Args:
         weight: tensor `(n, m)`.
@@ -313,7 +315,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         else:
             length = ops.shape(inputs)[-2]
         u, v = self._gate_input(inputs)
-        batched = not training and keras.config.backend() == "jax"
+        backend = keras.config.backend()
+        batched = backend == "torch" or (backend == "jax" and not training)
         v = self._mix(v, length, static, batched)
         return self._gate(u, v, attention)
 
