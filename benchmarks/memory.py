@@ -14,32 +14,45 @@ is measured the same way with the same batch; `x timm` = keras / timm.
 Memory does not depend on the machine's load, so one process per row.
 
 Measured (gMLP-Ti/16, batch 8, 224 px, float32, 2 steps then 3 steady
-steps; `benchmarks/results/memory_gmlp_ti16_224.json`), x timm:
+steps, an idle 2-core AMD EPYC with AVX2;
+`benchmarks/results/memory_gmlp_ti16_224*.json`), x timm:
 
 | backend | steady step | first steps | whole peak |
 |---|---|---|---|
-| jax | 1.29 (777 / 603 MiB) | 1.64 | 1.55 |
-| torch | 1.38 (829 / 603 MiB) | 1.40 | 1.53 |
-| tensorflow | not measurable | 2.53 | 1.92 |
+| jax | 1.29 (779 / 604 MiB) | 2.34 | 1.58 |
+| torch | 1.29 (779 / 604 MiB) | 1.62 | 1.42 |
+| torch, both `MALLOC_MMAP_THRESHOLD_=131072` | 1.05 (541 / 513) | 1.49 | 1.37 |
+| jax, both `MALLOC_MMAP_THRESHOLD_=131072` | 1.53 (785 / 513) | 2.62 | 1.62 |
+| tensorflow (2-core Xeon, earlier) | not measurable | 2.53 | 1.92 |
 
-(jax and torch on an idle 2-core AMD EPYC, after the closed-form
-LayerNorm gradient, which took JAX from 1.46x; tensorflow on the 2-core
-Xeon.) The target, peak training memory <= timm's, is not met. The
+The target, peak training memory <= timm's, is not met in RSS. The
 first-step figures of JAX and TensorFlow include XLA compilation; the
 steady figures do not. TensorFlow keeps its step's buffers resident
 between steps even after `malloc_trim`, so RSS cannot see its peak.
 
-Where torch's extra memory is not: the tensors autograd saves for the
-backward pass are the same as timm's, 89.05 MiB per image for both
-(counted with `torch.autograd.graph.saved_tensors_hooks`, storages
-deduplicated). What differs is what a step allocates (torch's profiler,
-`profile_memory=True`): Keras' Dense is a matmul then a bias add where
-timm's Linear is one `addmm`, so a Keras step makes 434 `add` allocations
-(276 MB) against timm's 30 (23 MB). A Dense calling `F.linear` lowered
-the steady peak in 2 of 2 alternated pairs (885 -> 832 and 843 -> 752 MiB),
-too noisy and too small to reach timm's and not adopted. Recomputing
-blocks in the backward pass (Keras' `RematScope`) would trade memory for
-time.
+Where torch's extra RSS goes: not into tensors. The live tensors at the
+step's peak, from torch's memory timeline (`live_memory.py`,
+`live_memory_gmlp_ti16_224.json`), are 612 MiB for keras_gmlp against
+607 for timm (1.01x): the same activations (527 / 522 MiB), parameters
+and optimizer state. The tensors autograd saves are the same too, 89.05
+MiB per image (`torch.autograd.graph.saved_tensors_hooks`, storages
+deduplicated). The rest is glibc's heap: past its first large free,
+glibc raises its mmap threshold to the freed size, so the step's
+megabyte-sized activations come from the heap, which keeps freed blocks
+and fragments with the order of allocations; Keras' step makes more,
+smaller allocations than timm's (its optimizer updates variable by
+variable, the layer norm of the split gate input copies it to a
+contiguous tensor). With the threshold fixed for both processes
+(`MALLOC_MMAP_THRESHOLD_`, every large block mapped and unmapped) the
+torch step's RSS falls to 1.05x timm's, the live-tensor ratio. What
+reduced the allocations: the fused Dense (`keras_gmlp.layers.Dense`, one
+`addmm` where Keras' Dense made a matmul and an add: 434 `add`
+allocations a step, 276 MB, against timm's 30) and the batched token
+product (the einsum copied `v` twice per block into a permuted layout).
+The first took the steady step from 1.38x to 1.29x; the second moved it
+within the runs' spread (1.26-1.29x). JAX's buffers are
+XLA's: the threshold does not move them. Recomputing blocks in the
+backward pass (Keras' `RematScope`) would trade memory for time.
 
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8

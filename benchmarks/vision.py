@@ -102,7 +102,8 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   batch-broadcast matmul (W broadcast to `(batch, n, n)`) leaves no copy
   in the unit's compiled gradient. Measured on every backend
   (`benchmarks/token_product.py`): JAX inference 1.2x, but JAX training
-  4-7 % slower and TensorFlow and torch within noise, so not adopted.
+  4-7 % slower and TensorFlow within noise; torch 1.04-1.07x on the AVX2
+  EPYC. So the unit uses it in JAX inference and under torch only.
   `--xla_cpu_use_fusion_emitters=false` and
   `--xla_cpu_experimental_ynn_fusion_type=` changed nothing;
   `--xla_cpu_use_multi_output_fusion=false` crashed. Compiling the step

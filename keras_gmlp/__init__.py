@@ -1,17 +1,31 @@
 """gMLP and aMLP ("Pay Attention to MLPs", Liu et al. 2021) for Keras 3.
 
 `import keras_gmlp` imports Keras and the layers (`keras_gmlp.layers`)
-only. The rest is imported when first used: `keras_gmlp.models` (and the
-`GMLP*` classes and `PRESETS` here, which come from it) builds on
-keras-hub, which imports TensorFlow. Importing `keras_gmlp.models`
-registers the models, tasks, preprocessors and the recipes' serializable
-pieces with Keras: do it before `keras.saving.load_model` of a saved task
-or keras-hub's `MaskedLM.from_preset(folder)` and friends.
+only, after setting `TF_ENABLE_ONEDNN_OPTS=1` unless the environment sets
+it or TensorFlow is already imported (TensorFlow's faster CPU kernels,
+which it enables by itself on Intel CPUs only). The rest is imported when
+first used: `keras_gmlp.models` (and the `GMLP*` classes and `PRESETS`
+here, which come from it) builds on keras-hub, which imports TensorFlow.
+Importing `keras_gmlp.models` registers the models, tasks, preprocessors
+and the recipes' serializable pieces with Keras: do it before
+`keras.saving.load_model` of a saved task or keras-hub's
+`MaskedLM.from_preset(folder)` and friends.
 """
 
 import importlib
+import os
+import sys
 
-from keras_gmlp import layers
+# TensorFlow turns its oneDNN kernels on by default on Intel CPUs only; on
+# an AMD EPYC with AVX2 they raise its float32 matmul from 133 to 170
+# GFLOP/s and a gMLP training step 1.2-1.3x (`benchmarks/vision.py`). The
+# flag is read when TensorFlow is imported, so it is set here, before
+# Keras imports it, unless TensorFlow is already imported or the
+# environment says otherwise (`TF_ENABLE_ONEDNN_OPTS=0` wins).
+if "tensorflow" not in sys.modules:
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+from keras_gmlp import layers  # noqa: E402
 
 __version__ = "0.1.0"
 

@@ -5,6 +5,9 @@ import os
 if os.environ.get("KERAS_BACKEND") == "torch":
     import torch  # noqa: F401
 
+# Before Keras, so that TensorFlow's import-time flags are set as a user's
+# `import keras_gmlp` sets them (`TF_ENABLE_ONEDNN_OPTS`).
+import keras_gmlp  # noqa: F401, I001
 import keras
 import numpy as np
 import pytest

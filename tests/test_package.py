@@ -125,3 +125,31 @@ def test_public_api():
         layer = getattr(keras_gmlp.layers, name)
         registered = keras.saving.get_registered_name(layer)
         assert registered == f"keras_gmlp>{name}"
+
+
+@pytest.mark.one_backend("tensorflow")
+@pytest.mark.parametrize(
+    "environment, tensorflow_first, expected",
+    [
+        (None, False, "1"),  # turned on for TensorFlow's import
+        ("0", False, "0"),  # the environment's value wins
+        (None, True, None),  # TensorFlow already imported: left alone
+    ],
+)
+def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
+    environment, tensorflow_first, expected
+):
+    env = dict(os.environ, KERAS_BACKEND="tensorflow")
+    env.pop("TF_ENABLE_ONEDNN_OPTS", None)
+    if environment is not None:
+        env["TF_ENABLE_ONEDNN_OPTS"] = environment
+    code = (
+        ("import tensorflow\n" if tensorflow_first else "")
+        + "import os, keras_gmlp\n"
+        + "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == str(expected)
