@@ -51,6 +51,32 @@ are real; `benchmarks/results/vision_<model>*.json`), x timm:
 | gMLP-S | tensorflow | 1.11 | 1.07 | 0.89 | 0.71 |
 | gMLP-S | torch | 0.99 | 0.92 | 0.95 | 0.91 |
 
+On an idle 2-core AMD EPYC with AVX2 only (float32; batch 8, 3 rounds;
+results `vision_<model>_amd_avx2_batched.json` for jax and tensorflow,
+`_amd_avx2_onednn.json` for tensorflow with oneDNN, `_amd_avx2_torch.json`
+for torch), after the fused Dense (`keras_gmlp.layers.Dense`),
+the direct sublayer calls (`benchmarks/direct_call.py`) and the batched
+token product under torch (`benchmarks/token_product.py`), x timm:
+
+| model | backend | train | infer | train MFU (timm's) |
+|---|---|---|---|---|
+| gMLP-Ti | jax | 0.72 | 0.92 | 0.33 (0.49) |
+| gMLP-Ti | tensorflow | 0.81 -> 1.06 | 0.81 -> 1.04 | 0.50 (0.50) |
+| gMLP-Ti | torch | 1.10 | 1.01 | 0.52 (0.47) |
+| gMLP-S | jax | 0.76 | 1.02 | 0.44 (0.76) |
+| gMLP-S | tensorflow | 0.85 -> 1.01 | 0.88 -> 1.02 | 0.59 (0.59) |
+| gMLP-S | torch | 1.16 | 1.07 | 0.66 (0.57) |
+
+TensorFlow's "->": `TF_ENABLE_ONEDNN_OPTS` 0 (its default on AMD CPUs)
+-> 1 (what `import keras_gmlp` sets). Where its time went: its dense
+matmul ran at 133 GFLOP/s against torch's 172-180 in the same rounds
+(`matmul_gflops`), at the same MFU as timm's; with oneDNN, 170-183.
+Before the torch changes, on the same machine: Ti 0.91 / 0.85, S 1.14 /
+0.93 with the fused Dense alone (`_torch_fused_dense`). The JAX
+inference rows gained from the batched token product (0.82 / 0.81 ->
+0.85-0.92 / 0.84-1.02 over two runs); JAX training remains XLA:CPU's
+(about 15 % in the exact GELU, see below).
+
 The JAX rows "was" are the same run before the closed-form LayerNorm
 gradient below (`_jax_closed_form_ln` results: after). Training MFU
 (float32): tensorflow 0.50 / 0.59 (Ti / S), torch 0.43 / 0.60, jax 0.40 /
