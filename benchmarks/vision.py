@@ -54,18 +54,19 @@ are real; `benchmarks/results/vision_<model>*.json`), x timm:
 On an idle 2-core AMD EPYC with AVX2 only (float32; batch 8, 3 rounds;
 results `vision_<model>_amd_avx2_batched.json` for jax and tensorflow,
 `_amd_avx2_onednn.json` for tensorflow with oneDNN, `_amd_avx2_torch.json`
-for torch), after the fused Dense (`keras_gmlp.layers.Dense`),
-the direct sublayer calls (`benchmarks/direct_call.py`) and the batched
-token product under torch (`benchmarks/token_product.py`), x timm:
+for torch; torch's ranges: two runs), after the fused Dense
+(`keras_gmlp.layers.Dense`), the direct sublayer calls
+(`benchmarks/direct_call.py`) and the batched token product under torch
+(`benchmarks/token_product.py`), x timm:
 
 | model | backend | train | infer | train MFU (timm's) |
 |---|---|---|---|---|
 | gMLP-Ti | jax | 0.72 | 0.92 | 0.33 (0.49) |
 | gMLP-Ti | tensorflow | 0.81 -> 1.06 | 0.81 -> 1.04 | 0.50 (0.50) |
-| gMLP-Ti | torch | 1.10 | 1.01 | 0.52 (0.47) |
+| gMLP-Ti | torch | 1.10 | 0.89-1.01 | 0.51-0.52 (0.47-0.49) |
 | gMLP-S | jax | 0.76 | 1.02 | 0.44 (0.76) |
 | gMLP-S | tensorflow | 0.85 -> 1.01 | 0.88 -> 1.02 | 0.59 (0.59) |
-| gMLP-S | torch | 1.16 | 1.07 | 0.66 (0.57) |
+| gMLP-S | torch | 1.10-1.16 | 1.07-1.08 | 0.66 (0.55-0.57) |
 
 TensorFlow's "->": `TF_ENABLE_ONEDNN_OPTS` 0 (its default on AMD CPUs)
 -> 1 (what `import keras_gmlp` sets). Where its time went: its dense
