@@ -300,21 +300,23 @@ def worker_env(backend, threads):
     return env
 
 
+def timm_drop_path_rate(model):
+    """The stochastic depth rate timm's `model` gets: the keras_gmlp
+    preset's of the same name (gMLP-S: 0.05; timm's default is 0), so both
+    sides draw and apply a drop-path mask in training. timm applies the
+    rate to every block, keras_gmlp rises to it linearly from 0 at the
+    first block: the same work per block, except keras_gmlp's first, which
+    skips it."""
+    from keras_gmlp.models.presets import PRESETS
+
+    return PRESETS[model]["config"].get("drop_path_rate", 0.0)
+
+
 def timm_worker_command(
     timm_python, model, batch_size, image_size, threads, warmup
 ):
     """The command line of a `timm_worker.py` process (more flags may
-    follow).
-
-    timm's model gets the stochastic depth rate of the keras_gmlp preset
-    of the same name (gMLP-S: 0.05; timm's default is 0), so both sides
-    draw and apply a drop-path mask in training. timm applies the rate to
-    every block, keras_gmlp rises to it linearly from 0 at the first block:
-    the same work per block, except keras_gmlp's first, which skips it.
-    """
-    from keras_gmlp.models.presets import PRESETS
-
-    drop_path_rate = PRESETS[model]["config"].get("drop_path_rate", 0.0)
+    follow), timm's model with `timm_drop_path_rate(model)`."""
     return [
         timm_python,
         str(REPOSITORY / "benchmarks" / "timm_worker.py"),
@@ -329,7 +331,7 @@ def timm_worker_command(
         "--warmup",
         str(warmup),
         "--drop-path-rate",
-        str(drop_path_rate),
+        str(timm_drop_path_rate(model)),
     ]
 
 

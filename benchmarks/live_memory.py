@@ -159,8 +159,6 @@ def main():
         print(json.dumps(timm_side(*shape, args.drop_path_rate)))
         return
 
-    from keras_gmlp.models.presets import PRESETS
-
     arguments = [
         os.path.abspath(__file__),
         "--model",
@@ -172,7 +170,6 @@ def main():
         "--threads",
         str(args.threads),
     ]
-    drop_path_rate = PRESETS[args.model]["config"].get("drop_path_rate", 0.0)
     keras = run_side(
         [sys.executable, *arguments, "--side", "keras"],
         common.worker_env("torch", args.threads),
@@ -184,7 +181,7 @@ def main():
             "--side",
             "timm",
             "--drop-path-rate",
-            str(drop_path_rate),
+            str(common.timm_drop_path_rate(args.model)),
         ],
         common.worker_env(None, args.threads),
     )
