@@ -9,10 +9,6 @@ QUICKSTART_BACKEND ?= jax
 # pytest-xdist workers per backend (a test file stays on one worker, so its
 # module fixtures are built once); 0 runs the tests in this process.
 TEST_WORKERS ?= 2
-# PyTorch's OpenMP threads spin while idle and starve tf.data's threads on a
-# small CPU (a training step 30x slower); torch is imported before the
-# recipes can set this, so it is set here.
-export OMP_WAIT_POLICY ?= PASSIVE
 
 .PHONY: setup quickstart test lint
 

@@ -1,9 +1,12 @@
 """gMLP and aMLP ("Pay Attention to MLPs", Liu et al. 2021) for Keras 3.
 
 `import keras_gmlp` imports Keras and the layers (`keras_gmlp.layers`)
-only, after setting `TF_ENABLE_ONEDNN_OPTS=1` unless the environment sets
-it or TensorFlow is already imported (TensorFlow's faster CPU kernels,
-which it enables by itself on Intel CPUs only). The rest is imported when
+only, after setting two defaults that must be set before a backend is
+imported (the environment's own values win): `TF_ENABLE_ONEDNN_OPTS=1`
+unless TensorFlow is already imported (TensorFlow's faster CPU kernels,
+which it enables by itself on Intel CPUs only) and `OMP_WAIT_POLICY=PASSIVE`
+unless torch is (PyTorch's OpenMP threads then sleep while they wait
+instead of spinning against tf.data's threads). The rest is imported when
 first used: `keras_gmlp.models` (and the `GMLP*` classes and `PRESETS`
 here, which come from it) builds on keras-hub, which imports TensorFlow.
 Importing `keras_gmlp.models` registers the models, tasks, preprocessors
@@ -24,6 +27,14 @@ import sys
 # environment says otherwise (`TF_ENABLE_ONEDNN_OPTS=0` wins).
 if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+# PyTorch's OpenMP threads spin while they wait; beside tf.data's threads
+# (the recipes' and the tasks' input pipelines) that made the torch
+# backend's training steps 30 times slower on a 2-core host. libgomp reads
+# the policy once, when torch loads it, and Keras imports torch below, so
+# it is set here; this also covers the `keras-gmlp` console script, which
+# imports this package before its `main` runs.
+if "torch" not in sys.modules:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from keras_gmlp import layers  # noqa: E402
 

@@ -213,11 +213,6 @@ def main(argv=None):
         argv: list of str or `None`. The arguments after the program
             name. Defaults to `sys.argv[1:]`.
     """
-    # PyTorch's OpenMP threads spin while they wait; beside tf.data's
-    # threads on a CPU host that made the torch backend's training steps
-    # 30 times slower (2 cores). Passive waiting avoids it; it must be set
-    # before torch is imported, and the environment's own value wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     args.handler(args)
     return 0

@@ -34,15 +34,7 @@ best.keras, last.keras, saved_model/ (uint8 images -> probabilities),
 curves.png, spatial_filters.png, tensorboard/.
 """
 
-import os
-
-# PyTorch's OpenMP threads spin while they wait; beside tf.data's threads on
-# a CPU host that made the torch backend's training steps 30 times slower
-# here (2 cores). Passive waiting avoids it; it must be set before torch is
-# imported, and the environment's own value wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from keras_gmlp.workflows import image_classification  # noqa: E402
+from keras_gmlp.workflows import image_classification
 
 
 def main(argv=None, callbacks=None):

@@ -27,15 +27,11 @@ about the same number of parameters through the same pipeline;
 `--predict` is `keras-gmlp fill-mask`.
 """
 
-import os
 import sys
 
-# See recipes/image_classification.py: before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from keras_gmlp.training.arguments import config_from_args  # noqa: E402
-from keras_gmlp.training.arguments import positive_int  # noqa: E402
-from keras_gmlp.workflows import pretraining  # noqa: E402
+from keras_gmlp.training.arguments import config_from_args
+from keras_gmlp.training.arguments import positive_int
+from keras_gmlp.workflows import pretraining
 
 
 def main(argv=None, callbacks=None):

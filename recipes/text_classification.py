@@ -21,13 +21,9 @@ python recipes/text_classification.py --tfds-name glue/sst2 \\
 ```
 """
 
-import os
 import sys
 
-# See recipes/image_classification.py: before torch is imported.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-from keras_gmlp.workflows import text_classification  # noqa: E402
+from keras_gmlp.workflows import text_classification
 
 
 def main(argv=None, callbacks=None):

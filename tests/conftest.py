@@ -1,13 +1,14 @@
+# First, so that the backends' import-time settings are made as a user's
+# `import keras_gmlp` makes them (`TF_ENABLE_ONEDNN_OPTS`, `OMP_WAIT_POLICY`);
+# it imports Keras' backend (torch too, under torch) and not TensorFlow.
+import keras_gmlp  # noqa: F401, I001
 import os
 
 # Importing torch after TensorFlow can crash the torch backend; import it
-# first when it is the backend under test.
+# before anything imports TensorFlow when it is the backend under test.
 if os.environ.get("KERAS_BACKEND") == "torch":
     import torch  # noqa: F401
 
-# Before Keras, so that TensorFlow's import-time flags are set as a user's
-# `import keras_gmlp` sets them (`TF_ENABLE_ONEDNN_OPTS`).
-import keras_gmlp  # noqa: F401, I001
 import keras
 import numpy as np
 import pytest

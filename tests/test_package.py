@@ -159,3 +159,38 @@ def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
     if expected is not None:
         # What TensorFlow itself reports it runs.
         assert onednn_on == str(expected == "1")
+
+
+@pytest.mark.one_backend("torch")
+@pytest.mark.parametrize(
+    "environment, expected_spin_count",
+    [
+        (None, "0"),  # passive: the threads sleep as soon as they wait
+        ("ACTIVE", "30000000000"),  # the environment's value wins
+    ],
+)
+def test_console_script_import_makes_openmp_threads_wait_passively(
+    environment, expected_spin_count
+):
+    # `keras-gmlp` runs `from keras_gmlp.cli import main`, which imports
+    # torch (through Keras) before `main` runs; libgomp reads the wait
+    # policy once, when torch loads it, and prints what it uses under
+    # OMP_DISPLAY_ENV.
+    env = dict(os.environ, KERAS_BACKEND="torch", OMP_DISPLAY_ENV="verbose")
+    env.pop("OMP_WAIT_POLICY", None)
+    if environment is not None:
+        env["OMP_WAIT_POLICY"] = environment
+    result = subprocess.run(
+        [sys.executable, "-c", "from keras_gmlp.cli import main"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    spin_counts = [
+        line.split("=")[1].strip().strip("'")
+        for line in result.stderr.splitlines()
+        if line.strip().startswith("GOMP_SPINCOUNT")
+    ]
+    assert spin_counts, result.stderr[-3000:]  # torch loaded libgomp
+    assert set(spin_counts) == {expected_spin_count}
