@@ -1,7 +1,10 @@
 """Every `>>>` example in the package's docstrings runs as a doctest.
 
 The examples see only `keras`, `keras_gmlp` and `np`, as a user who
-copies one does, and run under the backend of the test session. An
+copies one does. The default suite runs each example under one backend,
+the backends taking the examples in turn (`-m large` runs every example
+under every backend); the models' numerics are tested on each backend
+elsewhere. An
 example that cannot run here (it needs a download, a dataset or a
 cluster) is a plain ```python block, not `>>>`.
 """
@@ -17,6 +20,7 @@ import numpy as np
 import pytest
 
 import keras_gmlp
+from tests.backends import BACKENDS
 
 # A shape prints as a tuple under JAX and numpy, as `TensorShape([2, 3])`
 # under TensorFlow and `torch.Size([2, 3])` under torch: the examples show
@@ -77,7 +81,17 @@ def test_the_examples_are_found():
         assert expected in names
 
 
-@pytest.mark.parametrize("test", EXAMPLES, ids=lambda test: test.name)
+@pytest.mark.parametrize(
+    "test",
+    [
+        pytest.param(
+            test,
+            id=test.name,
+            marks=pytest.mark.one_backend(BACKENDS[index % len(BACKENDS)]),
+        )
+        for index, test in enumerate(EXAMPLES)
+    ],
+)
 def test_docstring_example_runs(test, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # an example that writes files writes here
     test.globs = {"keras": keras, "keras_gmlp": keras_gmlp, "np": np}
