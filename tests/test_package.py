@@ -13,6 +13,7 @@ RECIPE_OBJECTS = (
     "GatherPositions",  # the masked-LM training model
     "BertInputs",
     "Perplexity",  # the language models' metric
+    "LanguageModelLoss",  # and their loss
 )
 
 

@@ -11,6 +11,70 @@ import numpy as np
 from keras import ops
 
 
+def token_cross_entropy(y_true, y_pred, from_logits=True):
+    """Cross-entropy of each target token, from class scores on the last axis.
+
+    Equal to `keras.losses.sparse_categorical_crossentropy`, computed on
+    the scores flattened to `(tokens, classes)`: under torch, Keras' own
+    moves the class axis of a 3-D `y_pred` to axis 1 for
+    `F.cross_entropy`, which copies the `(batch, positions, vocabulary)`
+    logits to a strided layout and back (9 % of a tiny masked-LM step at
+    128 tokens, `benchmarks/masked_lm_speed.py`).
+
+    Args:
+        y_true: integer tensor of shape `(...)`: the target token ids.
+        y_pred: float tensor of shape `(..., classes)`.
+        from_logits: bool. Whether `y_pred` are logits (not
+            probabilities). Defaults to `True`.
+
+    Returns:
+        A float tensor of shape `(...)`, `y_true`'s shape.
+
+    Example:
+
+    >>> from keras_gmlp.training.text_metrics import token_cross_entropy
+    >>> losses = token_cross_entropy([[1, 0]], [[[0.0, 0.0], [0.0, 0.0]]])
+    >>> [round(float(x), 4) for x in losses[0]]  # log 2
+    [0.6931, 0.6931]
+    """
+    y_pred = ops.convert_to_tensor(y_pred)
+    y_true = ops.cast(y_true, "int32")
+    classes = ops.shape(y_pred)[-1]
+    flat = keras.losses.sparse_categorical_crossentropy(
+        ops.reshape(y_true, (-1,)),
+        ops.reshape(y_pred, (-1, classes)),
+        from_logits=from_logits,
+    )
+    return ops.reshape(flat, ops.shape(y_true))
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class LanguageModelLoss(keras.losses.Loss):
+    """Mean token cross-entropy over the positions with weight > 0.
+
+    `token_cross_entropy` of logits, reduced as
+    `"mean_with_sample_weight"`: the sum of the weighted losses over the
+    sum of the weights, so filler positions (weight 0) count for nothing.
+
+    Args:
+        name: str. Defaults to `"language_model_loss"`.
+        reduction: str. Keras' loss reduction. Defaults to
+            `"mean_with_sample_weight"`.
+        dtype: the loss's computation dtype. Defaults to `None`.
+    """
+
+    def __init__(
+        self,
+        name="language_model_loss",
+        reduction="mean_with_sample_weight",
+        dtype=None,
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+
+    def call(self, y_true, y_pred):
+        return token_cross_entropy(y_true, y_pred, from_logits=True)
+
+
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class Perplexity(keras.metrics.Metric):
     """Exponential of the mean weighted token cross-entropy.
@@ -42,7 +106,7 @@ class Perplexity(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_pred = ops.cast(y_pred, "float32")
         y_true = ops.cast(y_true, "int32")
-        cross_entropy = keras.losses.sparse_categorical_crossentropy(
+        cross_entropy = token_cross_entropy(
             y_true, y_pred, from_logits=self.from_logits
         )
         if sample_weight is None:
@@ -63,10 +127,9 @@ class Perplexity(keras.metrics.Metric):
 
 
 def language_model_loss():
-    """Mean token cross-entropy over the positions with weight > 0."""
-    return keras.losses.SparseCategoricalCrossentropy(
-        from_logits=True, reduction="mean_with_sample_weight"
-    )
+    """Mean token cross-entropy over the positions with weight > 0
+    (`LanguageModelLoss`)."""
+    return LanguageModelLoss()
 
 
 def language_model_metrics(prefix="masked"):

@@ -10,6 +10,10 @@ from keras_gmlp.data.corpus import record_bucket
 from keras_gmlp.data.vocabulary import train_vocabulary
 from tests.data.corpus_helpers import write_lines
 
+# tf.data and numpy only: the Keras backend plays no part, so the
+# default suite runs these under one backend (`-m large`: every one).
+pytestmark = pytest.mark.one_backend("torch")
+
 
 def test_lines_and_paragraphs_are_streamed_and_stripped(tmp_path):
     path = tmp_path / "doc.txt"

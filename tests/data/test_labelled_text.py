@@ -13,6 +13,10 @@ from keras_gmlp.data.vocabulary import train_vocabulary
 from keras_gmlp.models import GMLPTextClassifierPreprocessor
 from tests.data.corpus_helpers import write_task
 
+# tf.data and numpy only: the Keras backend plays no part, so the
+# default suite runs these under one backend (`-m large`: every one).
+pytestmark = pytest.mark.one_backend("torch")
+
 
 def test_sentence_pairs_are_packed_with_sep(tmp_path):
     path = str(tmp_path / "pairs.tsv")

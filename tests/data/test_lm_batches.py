@@ -17,6 +17,10 @@ from keras_gmlp.data.lm_batches import tokenize_records
 from keras_gmlp.data.lm_batches import unigram_perplexity
 from keras_gmlp.data.vocabulary import special_ids
 
+# tf.data and numpy only: the Keras backend plays no part, so the
+# default suite runs these under one backend (`-m large`: every one).
+pytestmark = pytest.mark.one_backend("torch")
+
 
 def test_packing_keeps_every_token_in_order(tokenizer):
     ids = special_ids(tokenizer)

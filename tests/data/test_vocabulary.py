@@ -7,6 +7,10 @@ from keras_gmlp.data.vocabulary import make_tokenizer
 from keras_gmlp.data.vocabulary import save_vocabulary
 from keras_gmlp.data.vocabulary import train_vocabulary
 
+# tf.data and numpy only: the Keras backend plays no part, so the
+# default suite runs these under one backend (`-m large`: every one).
+pytestmark = pytest.mark.one_backend("torch")
+
 
 def test_vocabulary_puts_pad_first_and_round_trips(vocabulary, tmp_path):
     assert vocabulary[: len(SPECIAL_TOKENS)] == list(SPECIAL_TOKENS)

@@ -1,8 +1,22 @@
+import keras
 import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
+from keras_gmlp.training.text_metrics import LanguageModelLoss
+from keras_gmlp.training.text_metrics import Perplexity
 from keras_gmlp.training.text_metrics import binary_f1
+from keras_gmlp.training.text_metrics import language_model_loss
+from keras_gmlp.training.text_metrics import token_cross_entropy
+
+
+def numpy_token_cross_entropy(labels, logits):
+    logits = logits.astype("float64")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probabilities = shifted - np.log(
+        np.exp(shifted).sum(axis=-1, keepdims=True)
+    )
+    return -np.take_along_axis(log_probabilities, labels[..., None], -1)[..., 0]
 
 
 def test_binary_f1_matches_scikit_learn(rng):
@@ -12,3 +26,69 @@ def test_binary_f1_matches_scikit_learn(rng):
         f1_score(labels, predictions)
     )
     assert binary_f1(np.array([1, 0]), np.array([0, 0])) == 0.0
+
+
+@pytest.mark.parametrize("shape", [(6,), (3, 5), (2, 3, 4)])
+def test_token_cross_entropy_matches_numpy(shape, rng):
+    logits = rng.normal(scale=3.0, size=(*shape, 11)).astype("float32")
+    labels = rng.integers(0, 11, shape)
+    losses = keras.ops.convert_to_numpy(token_cross_entropy(labels, logits))
+    assert losses.shape == shape
+    np.testing.assert_allclose(
+        losses, numpy_token_cross_entropy(labels, logits), rtol=1e-5
+    )
+    probabilities = keras.ops.convert_to_numpy(
+        keras.ops.softmax(logits, axis=-1)
+    )
+    from_probabilities = token_cross_entropy(
+        labels, probabilities, from_logits=False
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(from_probabilities),
+        numpy_token_cross_entropy(labels, logits),
+        rtol=1e-4,
+    )
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_language_model_loss_is_the_mean_over_weighted_positions(dtype, rng):
+    logits = rng.normal(scale=3.0, size=(4, 5, 13)).astype("float32")
+    labels = rng.integers(0, 13, (4, 5))
+    weights = (rng.random((4, 5)) < 0.4).astype("float32")
+    weights[0, 0] = 1.0  # at least one position counts
+    losses = numpy_token_cross_entropy(labels, logits)
+    expected = (losses * weights).sum() / weights.sum()
+    loss = language_model_loss()
+    assert isinstance(loss, LanguageModelLoss)
+    value = loss(labels, keras.ops.cast(logits, dtype), sample_weight=weights)
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    assert float(value) == pytest.approx(expected, rel=tolerance)
+    # Filler positions count for nothing, whatever their logits.
+    logits[weights == 0] = 100.0
+    value = loss(labels, keras.ops.cast(logits, dtype), sample_weight=weights)
+    assert float(value) == pytest.approx(expected, rel=tolerance)
+
+
+def test_language_model_loss_round_trips_through_its_config():
+    loss = LanguageModelLoss(name="mlm_loss")
+    config = keras.saving.serialize_keras_object(loss)
+    restored = keras.saving.deserialize_keras_object(config)
+    assert isinstance(restored, LanguageModelLoss)
+    assert restored.name == "mlm_loss"
+    assert restored.reduction == "mean_with_sample_weight"
+
+
+def test_perplexity_is_the_exponential_of_the_whole_mean(rng):
+    metric = Perplexity()
+    total, weight = 0.0, 0.0
+    for _ in range(3):  # per-batch means would give a different figure
+        logits = rng.normal(scale=2.0, size=(2, 4, 9)).astype("float32")
+        labels = rng.integers(0, 9, (2, 4))
+        weights = rng.integers(0, 2, (2, 4)).astype("float32")
+        metric.update_state(labels, logits, sample_weight=weights)
+        losses = numpy_token_cross_entropy(labels, logits)
+        total += (losses * weights).sum()
+        weight += weights.sum()
+    assert float(metric.result()) == pytest.approx(
+        np.exp(total / weight), rel=1e-5
+    )
