@@ -12,6 +12,7 @@ from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_task import GMLPTextTask
+from keras_gmlp.training.text_metrics import LanguageModelLoss
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -33,8 +34,9 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
 
     `compile()` defaults to AdamW (learning rate 1e-4, weight decay 0.01
     on every weight but biases and normalisations, global gradient norm
-    1) and the next tokens' `SparseCategoricalCrossentropy(from_logits=
-    True)` and accuracy, weighted by the padding.
+    1) and the next tokens' cross-entropy from logits (keras-hub's
+    `SparseCategoricalCrossentropy(from_logits=True)` figure, computed by
+    `LanguageModelLoss`) and accuracy, weighted by the padding.
 
     Args:
         backbone: a causal `keras_gmlp.GMLPTextBackbone`.
@@ -109,8 +111,12 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         Args:
             optimizer: `"auto"` (AdamW, learning rate 1e-4, see the class
                 docstring), or any Keras optimizer.
-            loss: `"auto"` (`SparseCategoricalCrossentropy(from_logits=
-                True)`) or any Keras loss.
+            loss: `"auto"` or any Keras loss. `"auto"` is keras-hub's
+                loss (the token cross-entropy of the logits averaged over
+                every position, `sum_over_batch_size`), computed as
+                `LanguageModelLoss` does on logits flattened to
+                `(tokens, vocabulary)`: the same values, without torch's
+                strided copies of the logits.
             weighted_metrics: `"auto"` (`SparseCategoricalAccuracy`) or a
                 list of metrics.
             sampler: str or `keras_hub.samplers.Sampler`. The sampler of
@@ -119,6 +125,8 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         """
         if optimizer == "auto":
             optimizer = task_optimizer(1e-4)
+        if loss == "auto":
+            loss = LanguageModelLoss(reduction="sum_over_batch_size")
         super().compile(
             optimizer=optimizer,
             loss=loss,

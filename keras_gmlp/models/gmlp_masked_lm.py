@@ -10,6 +10,7 @@ from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_task import GMLPTextTask
+from keras_gmlp.training.text_metrics import LanguageModelLoss
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -25,8 +26,10 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
     `predict()` take raw strings. `compile()` defaults to AdamW (learning
     rate 1e-4, weight decay 0.01 on every weight but biases and
     normalisations, global gradient norm 1), the masked tokens'
-    `SparseCategoricalCrossentropy(from_logits=True)` and their accuracy,
-    both weighted by the preprocessor's sample weights.
+    cross-entropy from logits (keras-hub's
+    `SparseCategoricalCrossentropy(from_logits=True)` figure, computed by
+    `LanguageModelLoss`) and their accuracy, both weighted by the
+    preprocessor's sample weights.
 
     Args:
         backbone: `keras_gmlp.GMLPTextBackbone`.
@@ -112,14 +115,20 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
         Args:
             optimizer: `"auto"` (AdamW, learning rate 1e-4, see the class
                 docstring), or any Keras optimizer.
-            loss: `"auto"` (`SparseCategoricalCrossentropy(from_logits=
-                True)`) or any Keras loss.
+            loss: `"auto"` or any Keras loss. `"auto"` is keras-hub's
+                loss (the token cross-entropy of the logits averaged over
+                every position, `sum_over_batch_size`), computed as
+                `LanguageModelLoss` does on logits flattened to
+                `(tokens, vocabulary)`: the same values, without torch's
+                strided copies of the logits.
             weighted_metrics: `"auto"` (`SparseCategoricalAccuracy`,
                 weighted by the mask weights) or a list of metrics.
             **kwargs: arguments of `keras.Model.compile`.
         """
         if optimizer == "auto":
             optimizer = task_optimizer(1e-4)
+        if loss == "auto":
+            loss = LanguageModelLoss(reduction="sum_over_batch_size")
         super().compile(
             optimizer=optimizer,
             loss=loss,

@@ -169,3 +169,23 @@ def test_saved_compile_config_keeps_the_requested_jit_compile(
         else jit_compile
     )
     assert loaded.jit_compile == expected
+
+
+@pytest.mark.parametrize("name", ["causal_lm", "masked_lm"])
+def test_default_loss_is_keras_hubs_token_mean(name):
+    # keras-hub's default, a sparse cross-entropy from logits averaged over
+    # every position (`sum_over_batch_size`), here without reshaping
+    # copies; the figure is the numpy formula's.
+    task, ids, labels = task_and_data(name)
+    task.compile()
+    logits = np.random.default_rng(1).normal(size=(4, 6, 20)) * 3
+    logits = logits.astype("float32")
+    weights = (np.arange(24).reshape(4, 6) % 3 != 0).astype("float32")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_probabilities = shifted - np.log(
+        np.exp(shifted).sum(axis=-1, keepdims=True)
+    )
+    losses = -np.take_along_axis(log_probabilities, labels[..., None], -1)
+    expected = (losses[..., 0] * weights).sum() / weights.size
+    value = task.loss(labels, logits, sample_weight=weights)
+    assert float(value) == pytest.approx(expected, rel=1e-5)

@@ -69,6 +69,18 @@ def test_language_model_loss_is_the_mean_over_weighted_positions(dtype, rng):
     assert float(value) == pytest.approx(expected, rel=tolerance)
 
 
+def test_sum_over_batch_size_averages_over_every_position(rng):
+    logits = rng.normal(scale=3.0, size=(3, 4, 7)).astype("float32")
+    labels = rng.integers(0, 7, (3, 4))
+    weights = rng.integers(0, 2, (3, 4)).astype("float32")
+    losses = numpy_token_cross_entropy(labels, logits)
+    loss = LanguageModelLoss(reduction="sum_over_batch_size")
+    value = loss(labels, logits, sample_weight=weights)
+    assert float(value) == pytest.approx(
+        (losses * weights).sum() / weights.size, rel=1e-5
+    )
+
+
 def test_language_model_loss_round_trips_through_its_config():
     loss = LanguageModelLoss(name="mlm_loss")
     config = keras.saving.serialize_keras_object(loss)
