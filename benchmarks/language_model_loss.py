@@ -48,6 +48,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
 from benchmarks import common  # noqa: E402
+from benchmarks import masked_lm_speed  # noqa: E402
 
 TASKS = ("causal_lm", "masked_lm")
 LOSSES = ("keras", "keras_gmlp")
@@ -72,28 +73,17 @@ def build(task_name, loss_name, args):
         )
     else:
         task.compile()  # the task's default: LanguageModelLoss
-    rng = np.random.default_rng(0)
-    shape = (args.batch_size, args.length)
-    token_ids = rng.integers(1, args.vocabulary_size, shape).astype("int32")
     if task_name == "causal_lm":
+        rng = np.random.default_rng(0)
+        shape = (args.batch_size, args.length)
+        token_ids = rng.integers(1, args.vocabulary_size, shape)
+        token_ids = token_ids.astype("int32")
         x = {"token_ids": token_ids, "padding_mask": np.ones(shape, bool)}
         return task, x, token_ids, np.ones(shape, "float32")
-    predictions = max(1, round(0.15 * args.length))
-    positions = np.sort(
-        np.stack(
-            [
-                rng.permutation(args.length)[:predictions]
-                for _ in range(args.batch_size)
-            ]
-        ),
-        axis=1,
-    ).astype("int32")
-    x = {
-        "token_ids": token_ids,
-        "padding_mask": np.ones(shape, bool),
-        "mask_positions": positions,
-    }
-    labels = np.take_along_axis(token_ids, positions, axis=1)
+    # The masked-LM benchmark's batch: 15 % of the positions masked.
+    x, labels = masked_lm_speed.batch(
+        task, args.length, args.batch_size, args.vocabulary_size
+    )
     return task, x, labels, np.ones(labels.shape, "float32")
 
 
