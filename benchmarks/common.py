@@ -1,24 +1,33 @@
 """What every benchmark records and how it times, shared by the scripts.
 
-`header()` describes the run: backend and library versions, the CPU (model,
-cores, the flags that decide matmul speed: AVX2, AVX-512, AVX512-BF16, AMX),
-memory, the load average (these machines are shared), the commit and the
-time. `alternate()` times several variants in interleaved rounds, so that
-drift in the machine's load hits all of them alike; report medians and
-ratios measured in the same run, never absolute figures alone.
-`write_results()` writes `benchmarks/results/<name>_<backend>.json`.
+`header()` describes the run: the backend, the library versions, the
+machine (CPU model, cores, the flags that decide matmul speed: FMA, AVX2,
+AVX-512, AVX512-BF16, AMX; memory), the variables that set threads, the
+load average (these machines are shared), the commit, the time and the
+command line. `write_results()` writes it, with the figures, to
+`benchmarks/results/<name>.json`. `alternate()` times several variants in
+interleaved rounds, so that drift in the machine's load hits all of them
+alike; report medians and ratios measured in the same run, never absolute
+figures alone. `timed()` gives wall and CPU seconds, `steady_step_peak()`
+a training step's peak memory with compilation over.
 
 The image benchmarks that drive worker processes (`vision.py`,
-`memory.py`) share their flags (`image_benchmark_parser`), their workers'
-environment (`worker_env`), the timm worker's command line
-(`timm_worker_command`), and, inside a Keras worker, the thread set-up
-(`configure_threads`), the compiled classifier (`build_image_classifier`)
-and the random batch (`random_image_batch`). Keras is imported only by the
-functions that need it, so that a driver process stays free of any backend.
+`memory.py`, in part `live_memory.py`) share their flags
+(`image_benchmark_parser`), their workers' environment (`worker_env`), the
+timm worker's command line (`timm_worker_command`), a worker's loop on
+stdin (`serve`), the models' FLOPs (`forward_flops`) and, inside a Keras
+worker, the thread set-up (`configure_threads`), the compiled classifier
+(`build_image_classifier`) and the random batch (`random_image_batch`).
+
+Imports only the standard library at module level: Keras, numpy and the
+backends are imported by the functions that need them, so that a driver
+process stays free of any backend and a worker of another virtualenv (the
+timm one, `timm_worker.py`, which has no Keras) can import this module.
 """
 
 import argparse
 import datetime
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -37,8 +46,8 @@ JIT_COMPILE = {"jit": True, "nojit": False, "auto": "auto"}
 
 # Flags of /proc/cpuinfo that decide float32 and bfloat16 matmul speed.
 CPU_FLAGS = (
-    "avx2",
     "fma",
+    "avx2",
     "avx512f",
     "avx512_vnni",
     "avx512_bf16",
@@ -46,11 +55,46 @@ CPU_FLAGS = (
     "amx_bf16",
     "amx_int8",
 )
+# Modules whose versions a result records, where installed.
+VERSIONED = (
+    "keras",
+    "keras_hub",
+    "numpy",
+    "jax",
+    "jaxlib",
+    "tensorflow",
+    "torch",
+)
+# Variables that pick the backend, its threads and its compiler.
+ENVIRONMENT = (
+    "KERAS_BACKEND",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+    "XLA_FLAGS",
+    "TF_XLA_FLAGS",
+    "TF_NUM_INTRAOP_THREADS",
+    "TF_NUM_INTEROP_THREADS",
+)
+IMAGE_MODELS = {
+    # name: (hidden_dim, ffn_dim, num_layers), patch 16, 30 blocks.
+    "gmlp_ti16_224": (128, 768, 30),
+    "gmlp_s16_224": (256, 1536, 30),
+    "gmlp_b16_224": (512, 3072, 30),
+}
 
 
-def cpu():
-    """Model name, cores and the matmul-relevant flags of this CPU."""
-    info = {"model": platform.processor() or platform.machine(), "flags": {}}
+# ------------------------------------------------------ what a run records
+
+
+def cpu_info():
+    """Model, cores and the matmul-relevant flags of this CPU.
+
+    `logical_cpus` counts the machine's, `usable_cpus` those this process
+    may run on (its affinity); `flags` lists the `CPU_FLAGS` present;
+    `native_bfloat16` says whether bfloat16 matmuls have hardware
+    (AVX512-BF16 or AMX).
+    """
+    model, flags = platform.processor() or platform.machine(), set()
     try:
         text = pathlib.Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -59,15 +103,20 @@ def cpu():
         key, _, value = line.partition(":")
         key = key.strip()
         if key == "model name":
-            info["model"] = value.strip()
+            model = value.strip()
         elif key == "flags":
             flags = set(value.split())
-            info["flags"] = {flag: flag in flags for flag in CPU_FLAGS}
             break
-    info["logical_cpus"] = os.cpu_count()
+    usable = None
     if hasattr(os, "sched_getaffinity"):
-        info["usable_cpus"] = len(os.sched_getaffinity(0))
-    return info
+        usable = len(os.sched_getaffinity(0))
+    return {
+        "model": model,
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": usable,
+        "flags": [flag for flag in CPU_FLAGS if flag in flags],
+        "native_bfloat16": bool({"avx512_bf16", "amx_bf16"} & flags),
+    }
 
 
 def memory_gib():
@@ -81,104 +130,154 @@ def memory_gib():
     return None
 
 
-def versions():
-    """Versions of Python, Keras, numpy and the backend's library."""
-    import keras
-    import numpy as np
+def versions(modules=VERSIONED):
+    """Python's version and that of each installed module of `modules`.
 
-    found = {
-        "python": platform.python_version(),
-        "keras": keras.__version__,
-        "numpy": np.__version__,
-    }
-    backend = keras.config.backend()
-    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(
-        backend
-    )
-    if module:
-        found[module] = __import__(module).__version__
-    if backend == "jax":
-        import jaxlib
-
-        found["jaxlib"] = jaxlib.__version__
+    A module already imported gives its `__version__`; any other its
+    distribution's, read without importing it (a driver process stays
+    free of the backends).
+    """
+    found = {"python": platform.python_version()}
+    for name in modules:
+        module = sys.modules.get(name)
+        if hasattr(module, "__version__"):
+            found[name] = module.__version__
+            continue
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            pass
     return found
 
 
-def threads():
-    """The backend's thread settings and the variables that change them.
+def environment(backend=None):
+    """The `ENVIRONMENT` variables set, and torch's intra-op thread count
+    when `backend` is torch.
 
     On a machine shared with other jobs, torch's OpenMP threads can wait
     on each other for long: record them with every figure.
     """
-    import keras
-
     found = {
-        name: os.environ[name]
-        for name in ("OMP_NUM_THREADS", "XLA_FLAGS", "TF_NUM_INTRAOP_THREADS")
-        if name in os.environ
+        name: os.environ[name] for name in ENVIRONMENT if name in os.environ
     }
-    if keras.config.backend() == "torch":
+    if backend == "torch":
         import torch
 
-        found["torch_intra_op"] = torch.get_num_threads()
+        found["torch_intra_op_threads"] = torch.get_num_threads()
     return found
 
 
 def commit():
-    """The repository's commit, with `-dirty` when files differ from it."""
-    root = pathlib.Path(__file__).resolve().parent.parent
+    """The repository's commit, with `+dirty` when tracked files differ
+    from it (None outside a git checkout)."""
 
     def git(*args):
         return subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True
+            ["git", *args], cwd=REPOSITORY, capture_output=True, text=True
         ).stdout.strip()
 
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        if not head:
+            return None
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except OSError:
         return None
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return head + ("-dirty" if dirty else "")
+    return head + ("+dirty" if dirty else "")
 
 
 def load_average():
-    """The 1-minute load average (None where the OS has none)."""
+    """The 1, 5 and 15-minute load averages (None where the OS has none)."""
     try:
-        return round(os.getloadavg()[0], 2)
+        return [round(load, 2) for load in os.getloadavg()]
     except OSError:
         return None
 
 
-def header():
-    """A dictionary that describes this run, for the results file."""
-    import keras
+def header(with_backend=True):
+    """A dictionary that describes this run, for the results file.
 
+    Args:
+        with_backend: bool. Whether this process runs Keras: records its
+            backend (`keras.config.backend()`, importing Keras) and, on
+            torch, its thread count. False in a driver that only starts
+            worker processes: `backend` is then None, and the workers'
+            backends are the driver's to record.
+    """
+    backend = None
+    if with_backend:
+        import keras
+
+        backend = keras.config.backend()
     return {
-        "backend": keras.config.backend(),
+        "backend": backend,
         "versions": versions(),
-        "cpu": cpu(),
-        "memory_gib": memory_gib(),
-        "threads": threads(),
-        "machine": f"{platform.system()} {platform.machine()}",
+        "machine": {
+            **cpu_info(),
+            "memory_gib": memory_gib(),
+            "system": f"{platform.system()} {platform.machine()}",
+        },
+        "environment": environment(backend),
         "load_average_start": load_average(),
         "commit": commit(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"
         ),
-        "command": " ".join(sys.argv),
+        "command": " ".join([os.path.basename(sys.executable), *sys.argv]),
     }
 
 
 def describe(run):
-    """One line for the top of the printed table."""
-    flags = [name for name, present in run["cpu"]["flags"].items() if present]
+    """One line for the top of the printed table, from `header()`'s."""
+    machine = run["machine"]
     versions = ", ".join(f"{k} {v}" for k, v in run["versions"].items())
     return (
-        f"{run['backend']} ({versions}) "
-        f"on {run['cpu']['model']}, {run['cpu'].get('usable_cpus')} cpus, "
-        f"flags: {' '.join(flags) or 'none found'}; threads "
-        f"{run['threads']}; load "
-        f"{run['load_average_start']}; commit {run['commit']}"
+        f"{run['backend']} ({versions}) on {machine['model']}, "
+        f"{machine['usable_cpus']} of {machine['logical_cpus']} cpus, "
+        f"flags: {' '.join(machine['flags']) or 'none found'}; environment "
+        f"{run['environment']}; load {run['load_average_start']}; commit "
+        f"{run['commit']}"
     )
+
+
+def write_results(name, report):
+    """Writes `report`, plus the load average at its end, to
+    `benchmarks/results/<name>.json`; returns the path.
+
+    Scripts that run one backend per process put it in `name`
+    (`f"{name}_{report['backend']}"`), so the backends' files sit side by
+    side.
+    """
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    report = dict(report, load_average_end=load_average())
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    return path
+
+
+def median(values):
+    """The median of `values`, Nones left out (None if nothing is left)."""
+    values = [value for value in values if value is not None]
+    return statistics.median(values) if values else None
+
+
+def print_table(rows, columns):
+    """Prints `rows` (dicts) as a Markdown table of `columns`."""
+
+    def cell(value):
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return str(value)
+
+    print("| " + " | ".join(columns) + " |")
+    print("|" + "---|" * len(columns))
+    for row in rows:
+        print("| " + " | ".join(cell(row.get(c)) for c in columns) + " |")
+
+
+# ------------------------------------------------------------------ timing
 
 
 def block(result):
@@ -231,19 +330,106 @@ def alternate(functions, rounds, target_s=0.5, warm_s=1.0):
     return times
 
 
-def median(values):
-    return statistics.median(values)
+def timed(function, steps):
+    """Runs `function()` `steps` times: wall seconds and CPU seconds.
+
+    CPU seconds are the process's user + system time over all its threads,
+    so `cpu / wall` is the number of cores the work kept busy.
+    """
+    start_cpu = sum(os.times()[:2])
+    start = time.perf_counter()
+    for _ in range(steps):
+        function()
+    wall = time.perf_counter() - start
+    return wall, sum(os.times()[:2]) - start_cpu
 
 
-def write_results(name, report):
-    """Writes `report` to `benchmarks/results/<name>_<backend>.json`."""
-    import keras
+# ------------------------------------------------------------------ memory
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    report = dict(report, load_average_end=load_average())
-    path = RESULTS / f"{name}_{keras.config.backend()}.json"
-    path.write_text(json.dumps(report, indent=2) + "\n")
-    return path
+
+def proc_status_kib(field):
+    """A `VmRSS`/`VmHWM` line of /proc/self/status in KiB (None if absent)."""
+    try:
+        with open("/proc/self/status") as file:
+            for line in file:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def release_free_memory():
+    """Returns the C heap's free pages to the OS (glibc `malloc_trim`), so
+    that RSS counts live memory only; a no-op elsewhere."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def steady_step_peak(step, steps):
+    """Peak RSS growth of `steps` more calls of `step`, compilation over.
+
+    `ru_maxrss` keeps the process's peak for good, so a first step that
+    compiles (XLA, tf.function) hides the steady step's peak under the
+    compiler's. Linux resets the peak (VmHWM) to the current RSS on
+    writing 5 to /proc/self/clear_refs; the steady peak is VmHWM after the
+    steps minus the RSS before them: activations kept for the backward
+    pass, gradients and the optimizer's temporaries. The free memory the
+    allocator keeps from earlier steps is handed back first
+    (`release_free_memory`): resident, it would absorb the steps' peak.
+
+    Returns:
+        `{"steady_rss_kib", "steady_hwm_kib"}`, or `{}` where the reset is
+        not available.
+    """
+    release_free_memory()
+    try:
+        with open("/proc/self/clear_refs", "w") as file:
+            file.write("5")
+    except OSError:
+        return {}
+    rss = proc_status_kib("VmRSS")
+    for _ in range(steps):
+        step()
+    hwm = proc_status_kib("VmHWM")
+    if rss is None or hwm is None:
+        return {}
+    return {"steady_rss_kib": rss, "steady_hwm_kib": hwm}
+
+
+# ----------------------------------------------------------------- workers
+
+
+def serve(handlers):
+    """A worker's loop: JSON commands on stdin, JSON answers on stdout.
+
+    Each command is `{"op": name, ...}`; the answer is what
+    `handlers[name](**rest)` returns, or `{"error": ...}`. Anything the
+    libraries print goes to stderr, so stdout carries answers only.
+    """
+    import traceback
+
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    answers.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        command = json.loads(line)
+        op = command.pop("op")
+        if op == "quit":
+            break
+        try:
+            answer = handlers[op](**command)
+        except Exception as error:  # reported to the driver, which goes on
+            traceback.print_exc()
+            answer = {"error": f"{type(error).__name__}: {error}"[:500]}
+        answers.write(json.dumps(answer) + "\n")
 
 
 def image_benchmark_parser(doc, backends_help=None):
@@ -257,8 +443,6 @@ def image_benchmark_parser(doc, backends_help=None):
             rest is the help's epilog.
         backends_help: str or `None`. Help of `--backends`.
     """
-    from benchmarks.bench_header import IMAGE_MODELS
-
     parser = argparse.ArgumentParser(
         description=doc.split("\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -375,3 +559,38 @@ def random_image_batch(batch_size, image_size, seed=0):
     images = rng.uniform(size=(batch_size, image_size, image_size, 3))
     labels = rng.integers(0, 1000, (batch_size,))
     return images.astype("float32"), labels
+
+
+# ------------------------------------------------------------------- FLOPs
+
+
+def image_model_flops(
+    image_size, patch_size, channels, hidden_dim, ffn_dim, num_layers, classes
+):
+    """Forward multiply-adds of one image through a gMLP image classifier.
+
+    With n = (image_size / patch_size)^2 tokens, d = hidden_dim,
+    f = ffn_dim:
+        stem     n * (patch_size^2 * channels) * d
+        block    n * d * f          (channel projection in)
+               + n * n * f / 2      (spatial gating unit, W @ v)
+               + n * f / 2 * d      (channel projection out)
+        head     d * classes
+    LayerNorm, GELU, the gating product and the mean pooling add O(n * f)
+    per block (under 1 % here) and are not counted. FLOPs = 2 x multiply-
+    adds; a training step costs 3 x the forward (forward, and the two
+    products of the backward pass).
+    """
+    n = (image_size // patch_size) ** 2
+    stem = n * patch_size * patch_size * channels * hidden_dim
+    block = n * hidden_dim * ffn_dim + n * n * ffn_dim // 2
+    block += n * ffn_dim // 2 * hidden_dim
+    return stem + num_layers * block + hidden_dim * classes
+
+
+def forward_flops(model, image_size, classes=1000):
+    """Forward FLOPs (2 x multiply-adds) of one image of `model`."""
+    hidden_dim, ffn_dim, num_layers = IMAGE_MODELS[model]
+    return 2 * image_model_flops(
+        image_size, 16, 3, hidden_dim, ffn_dim, num_layers, classes
+    )

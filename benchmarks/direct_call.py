@@ -119,7 +119,10 @@ def main(argv=None):
             flush=True,
         )
     report["rows"] = rows
-    print("wrote", common.write_results("direct_call", report))
+    print(
+        "wrote",
+        common.write_results(f"direct_call_{report['backend']}", report),
+    )
 
 
 if __name__ == "__main__":

@@ -232,7 +232,8 @@ def main(argv=None):
             print_row(row)
             rows.append(row)
     report = dict(run, arguments=vars(args), rows=rows)
-    print(f"wrote {common.write_results(args.name, report)}")
+    path = common.write_results(f"{args.name}_{run['backend']}", report)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

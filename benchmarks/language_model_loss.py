@@ -135,7 +135,8 @@ def main(argv=None):
                 flush=True,
             )
     report["rows"] = rows
-    print(f"wrote {common.write_results('language_model_loss', report)}")
+    name = f"language_model_loss_{report['backend']}"
+    print(f"wrote {common.write_results(name, report)}")
     return report
 
 

@@ -43,7 +43,6 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import bench_header  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 CATEGORIES = [
@@ -185,18 +184,18 @@ def main():
         ],
         common.worker_env(None, args.threads),
     )
-    record = bench_header.header()
+    record = common.header(with_backend=False)
     record["arguments"] = vars(args)
     record["keras_torch"] = keras
     record["timm"] = timm
     record["peak_x_timm"] = keras["peak_live_mib"] / timm["peak_live_mib"]
-    bench_header.write_json(f"live_memory_{args.model}{args.suffix}", record)
+    common.write_results(f"live_memory_{args.model}{args.suffix}", record)
     rows = [
         {"side": side, "peak_live_mib": value["peak_live_mib"]}
         | value["at_peak_mib"]
         for side, value in (("keras_gmlp torch", keras), ("timm", timm))
     ]
-    bench_header.print_table(rows, ["side", "peak_live_mib", *CATEGORIES])
+    common.print_table(rows, ["side", "peak_live_mib", *CATEGORIES])
     print(f"\npeak x timm: {record['peak_x_timm']:.3f}")
 
 

@@ -247,7 +247,7 @@ def main(argv=None):
             rows.append(row)
     report["rows"] = rows
     report["bert_size"] = matched.get(BASELINE)
-    path = common.write_results(args.name, report)
+    path = common.write_results(f"{args.name}_{report['backend']}", report)
     print(f"wrote {path}")
     return report
 

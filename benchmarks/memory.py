@@ -7,7 +7,7 @@ it again. `step_peak_mib` is the growth of the peak over the built model:
 activations kept for the backward pass, gradients, optimizer slots and,
 on the first step, compilation. `steady_step_peak_mib` is the peak of
 `--steady-steps` further steps over the RSS before them, the peak reset
-first (`bench_header.steady_step_peak`, Linux): the training step's own
+first (`common.steady_step_peak`, Linux): the training step's own
 memory, compilation excluded. `peak_mib` is the process's whole peak.
 timm (PyTorch eager, `benchmarks/timm_worker.py` in the timm virtualenv)
 is measured the same way with the same batch; `x timm` = keras / timm.
@@ -68,7 +68,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import bench_header  # noqa: E402
 from benchmarks import common  # noqa: E402
 from benchmarks.common import JIT_COMPILE  # noqa: E402
 
@@ -84,7 +83,7 @@ def keras_measurement(args):
     for _ in range(args.steps):
         model.train_on_batch(images, labels)
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    steady = bench_header.steady_step_peak(
+    steady = common.steady_step_peak(
         lambda: model.train_on_batch(images, labels), args.steady_steps
     )
     answer = {"maxrss_built_kib": before, "maxrss_trained_kib": after}
@@ -97,7 +96,7 @@ def run_json(command, env):
         env=env,
         capture_output=True,
         text=True,
-        cwd=bench_header.REPOSITORY,
+        cwd=common.REPOSITORY,
     )
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     for line in reversed(lines):
@@ -177,7 +176,7 @@ def main():
 
     rows = []
     for model in args.models:
-        record = bench_header.header()
+        record = common.header(with_backend=False)
         record["arguments"] = vars(args)
         # glibc's allocator settings change RSS (see the docstring).
         record["malloc_environment"] = {
@@ -238,14 +237,14 @@ def main():
                 )
                 print(model_rows[-1], file=sys.stderr)
         record["rows"] = model_rows
-        bench_header.write_json(f"memory_{model}{args.suffix}", record)
+        common.write_results(f"memory_{model}{args.suffix}", record)
         rows.extend(model_rows)
-    machine = bench_header.cpu_info()
+    machine = common.cpu_info()
     print(
-        f"\n{machine['cpu']}, flags {' '.join(machine['flags'])}; batch "
+        f"\n{machine['model']}, flags {' '.join(machine['flags'])}; batch "
         f"{args.batch_size}, {args.image_size}px, {args.steps} steps\n"
     )
-    bench_header.print_table(
+    common.print_table(
         rows,
         [
             "model",

@@ -26,7 +26,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import bench_header  # noqa: E402
 from benchmarks import common  # noqa: E402
 
 COMMAND = [
@@ -97,19 +96,19 @@ def main(argv=None):
         rows.append(
             {
                 "backend": backend,
-                "wall_seconds": bench_header.median(
+                "wall_seconds": common.median(
                     [r["wall_seconds"] for r in measured]
                 ),
-                "training_seconds": bench_header.median(
+                "training_seconds": common.median(
                     [r["training_seconds"] for r in measured]
                 ),
-                "val_accuracy": bench_header.median(
+                "val_accuracy": common.median(
                     [r["val_accuracy"] for r in measured]
                 ),
-                f"wall_x_{args.baseline}": bench_header.median(ratios),
+                f"wall_x_{args.baseline}": common.median(ratios),
             }
         )
-    bench_header.print_table(
+    common.print_table(
         rows,
         [
             "backend",
@@ -119,9 +118,9 @@ def main(argv=None):
             f"wall_x_{args.baseline}",
         ],
     )
-    report = bench_header.header()
+    report = common.header(with_backend=False)
     report.update({"arguments": vars(args), "rows": rows, "runs": runs})
-    bench_header.write_json("quickstart", report)
+    common.write_results("quickstart", report)
 
 
 if __name__ == "__main__":

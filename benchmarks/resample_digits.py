@@ -27,9 +27,9 @@ from keras_gmlp.models import GMLPImageClassifierPreprocessor
 from keras_gmlp.models import GMLPImageConverter
 
 try:
-    from benchmarks import bench_header
+    from benchmarks import common
 except ImportError:  # run as a script from the benchmarks folder
-    import bench_header
+    import common
 
 
 def digits(seed=0, test_fraction=0.25):
@@ -125,10 +125,10 @@ def main():
     runs = [measure(args.epochs, seed) for seed in range(args.seeds)]
     keys = [k for k in runs[0] if k.startswith("accuracy")]
     summary = {k: float(np.mean([run[k] for run in runs])) for k in keys}
-    record = {**bench_header.header(), "runs": runs, "mean": summary}
+    record = {**common.header(), "runs": runs, "mean": summary}
     backend = keras.config.backend()
-    path = bench_header.write_json(f"resample_digits_{backend}", record)
-    bench_header.print_table(runs, ["seed"] + keys)
+    path = common.write_results(f"resample_digits_{backend}", record)
+    common.print_table(runs, ["seed"] + keys)
     print(f"mean: {summary}\nwrote {path}")
 
 

@@ -253,7 +253,8 @@ def main(argv=None):
     crossovers = {mode: crossover(rows, mode) for mode in args.modes}
     print(f"FFT faster from n = {crossovers} on", flush=True)
     report = dict(run, arguments=vars(args), rows=rows, crossover=crossovers)
-    print(f"wrote {common.write_results(args.name, report)}")
+    path = common.write_results(f"{args.name}_{run['backend']}", report)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

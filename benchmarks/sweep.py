@@ -58,8 +58,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks import bench_header  # noqa: E402
-from benchmarks.common import worker_env  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 JOBS = {
     "mlm": {
@@ -172,7 +171,7 @@ def run_all(commands, cores, parallel, log):
             pinned = (
                 ["taskset", "-c", str(core)] if shutil.which("taskset") else []
             )
-            env = dict(worker_env(None, 1))
+            env = dict(common.worker_env(None, 1))
             env.update(
                 OMP_NUM_THREADS="1",
                 TF_NUM_INTRAOP_THREADS="1",
@@ -449,7 +448,7 @@ def drive(args, job_flags):
     for path in args.include:
         runs = included_runs(path, args.job) + runs
     rows, by_rate = summarise(args.job, runs)
-    report = bench_header.header()
+    report = common.header(with_backend=False)
     report.update(
         {
             "job": args.job,
@@ -528,7 +527,7 @@ def build_parser():
     parser.add_argument("--parallel", type=int, default=2)
     parser.add_argument("--name", default="mlm")
     parser.add_argument("--work-dir", help="default: runs/sweep/NAME")
-    parser.add_argument("--results-dir", default=bench_header.RESULTS)
+    parser.add_argument("--results-dir", default=common.RESULTS)
     # Internal: one run in this process.
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--record", help=argparse.SUPPRESS)

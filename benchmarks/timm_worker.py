@@ -2,7 +2,7 @@
 
 Run with the python of a virtualenv that has timm (and torchvision); never
 part of the project's set-up. Builds timm's model (random weights) and
-answers commands on stdin (see `bench_header.serve`):
+answers commands on stdin (see `common.serve`):
 
 - `{"op": "run", "mode": "train"|"infer", "precision": "float32"|
   "bfloat16", "steps": N}`: wall and CPU seconds of N steps. A training
@@ -13,7 +13,7 @@ answers commands on stdin (see `bench_header.serve`):
   of R dense `size^3` matmuls, this process's torch.
 - `{"op": "memory", "steps": N, "steady_steps": M}`: peak RSS
   (ru_maxrss) before and after N training steps, then the peak of M more
-  steps after a reset of the peak (`bench_header.steady_step_peak`).
+  steps after a reset of the peak (`common.steady_step_peak`).
 
 Usage (normally started by the driver):
     /work/timm-venv/bin/python benchmarks/timm_worker.py \
@@ -24,10 +24,12 @@ import argparse
 import contextlib
 import os
 import resource
+import sys
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import bench_header  # noqa: E402
+from benchmarks import common  # noqa: E402
 
 
 def main():
@@ -83,9 +85,7 @@ def main():
     steps = {"train": train_step, "infer": infer_step}
 
     def run(mode, precision, steps_count):
-        wall, cpu = bench_header.timed(
-            lambda: steps[mode](precision), steps_count
-        )
+        wall, cpu = common.timed(lambda: steps[mode](precision), steps_count)
         return {"seconds": wall, "cpu_seconds": cpu}
 
     def matmul(precision, size=2048, repeats=3):
@@ -93,7 +93,7 @@ def main():
         a = torch.rand(size, size).to(dtype)
         b = torch.rand(size, size).to(dtype)
         torch.matmul(a, b)
-        wall, cpu = bench_header.timed(lambda: torch.matmul(a, b), repeats)
+        wall, cpu = common.timed(lambda: torch.matmul(a, b), repeats)
         return {"seconds": wall, "cpu_seconds": cpu}
 
     def memory(steps, steady_steps=0):
@@ -101,7 +101,7 @@ def main():
         for _ in range(steps):
             train_step("float32")
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        steady = bench_header.steady_step_peak(
+        steady = common.steady_step_peak(
             lambda: train_step("float32"), steady_steps
         )
         return {
@@ -114,7 +114,7 @@ def main():
         for _ in range(args.warmup):
             train_step(precision)
             infer_step(precision)
-    bench_header.serve(
+    common.serve(
         {
             "run": lambda mode, precision, steps: run(mode, precision, steps),
             "matmul": matmul,

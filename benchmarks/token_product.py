@@ -237,7 +237,10 @@ def main(argv=None):
                 flush=True,
             )
     report["rows"] = rows
-    print("wrote", common.write_results(args.name, report))
+    print(
+        "wrote",
+        common.write_results(f"{args.name}_{report['backend']}", report),
+    )
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ shared, so absolute timings drift):
 - `train MFU`: model FLOPs per second of the training step over the same
   process's dense `2048^3` matmul FLOPs per second (float32, or bfloat16
   for the bfloat16 rows), measured in the same round. The model's FLOPs
-  are counted from the architecture (`bench_header.image_model_flops`):
+  are counted from the architecture (`common.image_model_flops`):
   per image forward multiply-adds
       n * 768 * d                                    (stem, n = 196)
     + 30 * (n * d * f + n * n * f / 2 + n * f / 2 * d)  (fc1, SGU, fc2)
@@ -165,7 +165,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks import bench_header  # noqa: E402
 from benchmarks import common  # noqa: E402
 from benchmarks.common import JIT_COMPILE  # noqa: E402
 
@@ -212,7 +211,7 @@ def worker(args):
             step = lambda: model.train_on_batch(images, labels)  # noqa: E731
         else:
             step = lambda: model.predict_on_batch(images)  # noqa: E731
-        wall, cpu = bench_header.timed(step, steps)
+        wall, cpu = common.timed(step, steps)
         return {"seconds": wall, "cpu_seconds": cpu}
 
     operands = {}
@@ -226,23 +225,19 @@ def worker(args):
             ]
         a, b = operands[dtype]
         sync(keras.ops.matmul(a, b))
-        wall, cpu = bench_header.timed(
-            lambda: sync(keras.ops.matmul(a, b)), repeats
-        )
+        wall, cpu = common.timed(lambda: sync(keras.ops.matmul(a, b)), repeats)
         return {"seconds": wall, "cpu_seconds": cpu}
 
     def info():
         return {
-            "versions": bench_header.versions(
-                ["keras", "numpy", "jax", "jaxlib", "tensorflow", "torch"]
-            ),
+            "versions": common.versions(),
             "parameters": {
                 name: model.count_params() for name, model in variants.items()
             },
             "errors": errors,
         }
 
-    bench_header.serve({"run": run, "matmul": matmul, "info": info})
+    common.serve({"run": run, "matmul": matmul, "info": info})
 
 
 # ---------------------------------------------------------------- driver
@@ -260,7 +255,7 @@ class Worker:
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            cwd=bench_header.REPOSITORY,
+            cwd=common.REPOSITORY,
         )
         self.ready = None
 
@@ -335,7 +330,7 @@ def measure_backend(args, model, backend, timm, log):
     warmup_s = time.perf_counter() - start
     info = keras_worker.ask("info")
     images = args.batch_size * args.steps
-    train_flops = 3 * bench_header.forward_flops(model, args.image_size)
+    train_flops = 3 * common.forward_flops(model, args.image_size)
     matmul_flops = 2 * args.matmul_size**3 * args.matmul_repeats
     samples = {variant: [] for variant in variants}
     for round_index in range(args.rounds):
@@ -399,10 +394,10 @@ def measure_backend(args, model, backend, timm, log):
                 for s in own
                 if s["keras_images_per_s"] and s["timm_images_per_s"]
             ]
-            row[f"{mode}_x_timm"] = bench_header.median(ratios)
+            row[f"{mode}_x_timm"] = common.median(ratios)
             # Per CPU-second: fair when the shared machine gives the two
             # processes different shares of the cores.
-            row[f"{mode}_x_timm_cpu"] = bench_header.median(
+            row[f"{mode}_x_timm_cpu"] = common.median(
                 [
                     (s["keras_images_per_s"] / s["keras_cores"])
                     / (s["timm_images_per_s"] / s["timm_cores"])
@@ -413,20 +408,20 @@ def measure_backend(args, model, backend, timm, log):
                     and s["timm_cores"]
                 ]
             )
-            row[f"{mode}_images_per_s"] = bench_header.median(
+            row[f"{mode}_images_per_s"] = common.median(
                 [s["keras_images_per_s"] for s in own]
             )
-            row[f"{mode}_cores"] = bench_header.median(
+            row[f"{mode}_cores"] = common.median(
                 [s["keras_cores"] for s in own if s["keras_images_per_s"]]
             )
-            row[f"timm_{mode}_images_per_s"] = bench_header.median(
+            row[f"timm_{mode}_images_per_s"] = common.median(
                 [s["timm_images_per_s"] for s in own]
             )
-            row[f"timm_{mode}_cores"] = bench_header.median(
+            row[f"timm_{mode}_cores"] = common.median(
                 [s["timm_cores"] for s in own]
             )
             if mode == "train":
-                row["train_mfu"] = bench_header.median(
+                row["train_mfu"] = common.median(
                     [
                         s["keras_images_per_s"]
                         * train_flops
@@ -435,7 +430,7 @@ def measure_backend(args, model, backend, timm, log):
                         if s["keras_images_per_s"] and s["keras_matmul_flops"]
                     ]
                 )
-                row["timm_train_mfu"] = bench_header.median(
+                row["timm_train_mfu"] = common.median(
                     [
                         s["timm_images_per_s"]
                         * train_flops
@@ -444,10 +439,10 @@ def measure_backend(args, model, backend, timm, log):
                         if s["timm_images_per_s"] and s["timm_matmul_flops"]
                     ]
                 )
-        row["matmul_gflops"] = bench_header.median(
+        row["matmul_gflops"] = common.median(
             [s["keras_matmul_flops"] for s in samples[variant]]
         )
-        row["timm_matmul_gflops"] = bench_header.median(
+        row["timm_matmul_gflops"] = common.median(
             [s["timm_matmul_flops"] for s in samples[variant]]
         )
         for key in ("matmul_gflops", "timm_matmul_gflops"):
@@ -483,9 +478,9 @@ COLUMNS = [
 
 
 def drive(args):
-    machine = bench_header.cpu_info()
-    log_path = os.path.join(bench_header.RESULTS, "vision_workers.log")
-    os.makedirs(bench_header.RESULTS, exist_ok=True)
+    machine = common.cpu_info()
+    log_path = os.path.join(common.RESULTS, "vision_workers.log")
+    os.makedirs(common.RESULTS, exist_ok=True)
     all_rows = []
     with open(log_path, "a") as log:
         for model in args.models:
@@ -506,13 +501,13 @@ def drive(args):
                 log,
             )
             timm_info = timm.ask("info")
-            record = bench_header.header()
+            record = common.header(with_backend=False)
             record.update(
                 {
                     "arguments": vars(args),
                     "timm": timm_info,
                     "train_gflop_per_image": 3
-                    * bench_header.forward_flops(model, args.image_size)
+                    * common.forward_flops(model, args.image_size)
                     / 1e9,
                     "backends": {},
                     "rows": [],
@@ -529,16 +524,17 @@ def drive(args):
                 record["backends"][backend] = details
                 record["rows"].extend(rows)
                 all_rows.extend(rows)
-                bench_header.write_json(f"vision_{model}{args.suffix}", record)
+                common.write_results(f"vision_{model}{args.suffix}", record)
             timm.close()
     print(
-        f"\n{machine['cpu']}, {machine['cpus']} cpus, flags "
+        f"\n{machine['model']}, {machine['usable_cpus']} of "
+        f"{machine['logical_cpus']} cpus, flags "
         f"{' '.join(machine['flags'])}; native bfloat16: "
         f"{machine['native_bfloat16']}; batch {args.batch_size}, "
         f"{args.image_size}px, {args.rounds} rounds of {args.steps} steps, "
         f"medians\n"
     )
-    bench_header.print_table(all_rows, COLUMNS)
+    common.print_table(all_rows, COLUMNS)
     if not machine["native_bfloat16"] and "mixed_bfloat16" in args.precisions:
         print(
             "\nmixed_bfloat16 rows: no native bf16 on this CPU (no "
@@ -577,7 +573,7 @@ def profile(args):
         print("train function:", trainer_function)
         print("XLA_FLAGS:", os.environ.get("XLA_FLAGS"))
         print("jax devices:", jax.devices())
-    wall, cpu = bench_header.timed(
+    wall, cpu = common.timed(
         lambda: model.train_on_batch(images, labels), args.steps
     )
     print(f"{backend}: {wall / args.steps:.3f} s/step, cores {cpu / wall:.2f}")

@@ -8,7 +8,7 @@ and XLA's own cost analysis of the compiled module gives its FLOPs and
 bytes accessed; the `copy`/`transpose` instructions of the optimised HLO
 are counted too. Work linear in depth has constant increments per block;
 quadratic work has growing ones. The formula count of the same model
-(`bench_header.image_model_flops`, 3 x the forward) is printed beside.
+(`common.image_model_flops`, 3 x the forward) is printed beside.
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/xla_depth_cost.py --depths 2 4 8
@@ -50,15 +50,13 @@ def compiled_gradient(depth, args):
 
 
 def measure(depth, args):
-    from benchmarks import bench_header
-
     compiled = compiled_gradient(depth, args)
     cost = compiled.cost_analysis()
     if isinstance(cost, list):  # older jax: one dict per computation
         cost = cost[0]
     text = compiled.as_text()
-    hidden_dim, ffn_dim, _ = bench_header.IMAGE_MODELS[args.preset]
-    formula = bench_header.image_model_flops(
+    hidden_dim, ffn_dim, _ = common.IMAGE_MODELS[args.preset]
+    formula = common.image_model_flops(
         args.image_size, 16, 3, hidden_dim, ffn_dim, depth, 1000
     )
     return {
@@ -101,7 +99,8 @@ def main(argv=None):
         previous = row
     report = common.header()
     report.update({"arguments": vars(args), "rows": rows})
-    print(f"wrote {common.write_results(args.name, report)}")
+    path = common.write_results(f"{args.name}_{report['backend']}", report)
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
