@@ -26,3 +26,24 @@ def loading_backends():
         else pytest.param(backend, marks=pytest.mark.large)
         for backend in BACKENDS
     ]
+
+
+def in_turn(values, ids=None):
+    """Test parameters that the backends take in turn.
+
+    Each value runs in the default suite under one backend (tensorflow,
+    jax, torch, tensorflow, ...), so every backend runs some of the cases
+    and each case runs once; `-m large` runs them all under every backend.
+    For cases that differ in what they build (a preset, a task, a format),
+    not in the backend code they exercise.
+    """
+    values = list(values)
+    ids = ids or [None] * len(values)
+    return [
+        pytest.param(
+            value,
+            id=case_id,
+            marks=pytest.mark.one_backend(BACKENDS[index % len(BACKENDS)]),
+        )
+        for index, (value, case_id) in enumerate(zip(values, ids, strict=True))
+    ]

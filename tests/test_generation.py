@@ -6,6 +6,7 @@ from keras_gmlp.generation import generate
 from keras_gmlp.generation import model_sequence_length
 from keras_gmlp.models import causal_lm
 from keras_gmlp.models import masked_lm
+from tests.backends import in_turn
 
 TINY = dict(
     vocabulary_size=23,
@@ -31,12 +32,14 @@ def randomized(model, seed=0):
 
 @pytest.fixture(
     scope="module",
-    params=[
-        dict(spatial="dense"),
-        dict(spatial="toeplitz"),
-        dict(spatial="dense", attention_dim=4),
-    ],
-    ids=["dense", "toeplitz", "amlp"],
+    params=in_turn(
+        [
+            dict(spatial="dense"),
+            dict(spatial="toeplitz"),
+            dict(spatial="dense", attention_dim=4),
+        ],
+        ids=["dense", "toeplitz", "amlp"],
+    ),
 )
 def model(request):
     return randomized(causal_lm(**TINY, **request.param))

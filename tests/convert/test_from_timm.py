@@ -14,6 +14,7 @@ from keras_gmlp.convert.resample import interpolation_matrix
 from keras_gmlp.models import GMLPImageBackbone
 from keras_gmlp.models import GMLPImageClassifier
 from keras_gmlp.models import GMLPImageConverter
+from tests.backends import in_turn
 
 pytest.importorskip("safetensors.numpy")
 
@@ -34,7 +35,7 @@ def assert_logits_close(actual, expected):
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4 * scale)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", in_turn(NAMES))
 def test_from_timm_predicts_timms_logits_from_uint8_images(name):
     classifier = GMLPImageClassifier.from_timm(FIXTURES / name)
     data = reference(name)
@@ -68,7 +69,7 @@ def test_from_preset_of_a_timm_folder_is_from_timm(tmp_path):
     )
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", in_turn(NAMES))
 def test_converter_with_crop_pct_is_timms_transform(name):
     data = reference(name)
     size = data["transformed"].shape[1:3]

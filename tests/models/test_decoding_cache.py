@@ -8,6 +8,7 @@ from keras import ops
 from keras_gmlp.generation import generate
 from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
 from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from tests.backends import in_turn
 from tests.models.test_gmlp_text_masked_lm import randomize
 
 VOCABULARY_SIZE = 20
@@ -103,13 +104,15 @@ def prompts():
 
 @pytest.mark.parametrize(
     "sampler",
-    [
-        "greedy",
-        lambda: keras_hub.samplers.TopKSampler(k=4, seed=3),
-        lambda: keras_hub.samplers.TopPSampler(p=0.9, seed=3),
-        lambda: keras_hub.samplers.BeamSampler(num_beams=2),
-    ],
-    ids=["greedy", "top_k", "top_p", "beam"],
+    in_turn(
+        [
+            "greedy",
+            lambda: keras_hub.samplers.TopKSampler(k=4, seed=3),
+            lambda: keras_hub.samplers.TopPSampler(p=0.9, seed=3),
+            lambda: keras_hub.samplers.BeamSampler(num_beams=2),
+        ],
+        ids=["greedy", "top_k", "top_p", "beam"],
+    ),
 )
 @pytest.mark.parametrize("name", ["gmlp-toeplitz", "amlp-dense"])
 def test_generate_gives_the_tokens_of_recomputation(name, sampler, rng):

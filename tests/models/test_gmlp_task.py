@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from tests.backends import in_turn
 
 TEXT = dict(
     vocabulary_size=20,
@@ -49,7 +50,7 @@ def decays(task):
     }
 
 
-@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("name", in_turn(TASKS))
 def test_checkpoint_restores_the_compiled_optimizer(name, tmp_path):
     task, x, y = task_and_data(name)
     schedule = keras.optimizers.schedules.CosineDecay(

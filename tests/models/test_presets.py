@@ -3,6 +3,7 @@ import pytest
 
 from keras_gmlp import PRESETS
 from keras_gmlp import models
+from tests.backends import in_turn
 
 # The paper's exact ImageNet counts (1000 classes) and its rounded language
 # model counts (32K vocabulary, 512 tokens, Toeplitz spatial weights).
@@ -43,7 +44,8 @@ def test_full_spatial_weight_does_not_give_the_paper_count():
 
 
 @pytest.mark.parametrize(
-    "preset", sorted(k for k, v in PRESETS.items() if v["family"] == "image")
+    "preset",
+    in_turn(sorted(k for k, v in PRESETS.items() if v["family"] == "image")),
 )
 def test_every_image_preset_predicts(preset):
     config = PRESETS[preset]["config"]
@@ -54,7 +56,8 @@ def test_every_image_preset_predicts(preset):
 
 
 @pytest.mark.parametrize(
-    "preset", sorted(k for k, v in PRESETS.items() if v["family"] == "text")
+    "preset",
+    in_turn(sorted(k for k, v in PRESETS.items() if v["family"] == "text")),
 )
 def test_every_text_preset_builds(preset):
     model = models.masked_lm(preset, num_layers=1, vocabulary_size=64)
