@@ -59,6 +59,8 @@ import keras
 import numpy as np
 
 from keras_gmlp.generation import model_sequence_length
+from keras_gmlp.layers.gelu import backend_gelu
+from keras_gmlp.layers.gelu import portable_gelu
 
 
 def serving_model(
@@ -227,6 +229,11 @@ def jax2tf_arguments(serving):
 
 
 def _export(serving, export_dir):
+    with portable_gelu():
+        _export_saved_model(serving, export_dir)
+
+
+def _export_saved_model(serving, export_dir):
     if keras.config.backend() == "jax":
         # Trace on one device: the SavedModel must not depend on the
         # training's device mesh.
@@ -282,7 +289,7 @@ def gelu_form(form):
             through jax2tf); `"tanh"`: the tanh approximation.
     """
     replacements = {
-        "exact": None,
+        "exact": backend_gelu,
         "erf": _gelu_exact_erf,
         "tanh": _gelu_tanh,
     }
@@ -291,7 +298,7 @@ def gelu_form(form):
             f"Received gelu={form!r}; expected one of {sorted(replacements)}."
         )
     original = keras.activations.gelu
-    keras.activations.gelu = replacements[form] or original
+    keras.activations.gelu = replacements[form]
     try:
         yield
     finally:
@@ -526,6 +533,11 @@ def _export_litert_from_jax(serving, path):
 
 
 def _write(serving, path, format):
+    with portable_gelu():
+        _write_format(serving, path, format)
+
+
+def _write_format(serving, path, format):
     backend = keras.config.backend()
     if format == "saved_model":
         _export(serving, path)

@@ -6,6 +6,7 @@ from keras_gmlp.layers.patch_embedding import PatchEmbedding
 from keras_gmlp.layers.patch_embedding import pair
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_task import PortableExport
 from keras_gmlp.models.gmlp_task import with_saved_policy
 from keras_gmlp.models.presets import PRESETS
 
@@ -31,7 +32,7 @@ def is_named_preset(preset):
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPImageBackbone(Backbone):
+class GMLPImageBackbone(PortableExport, Backbone):
     """gMLP (or aMLP) image backbone: patch tokens in, token features out.
 
     The images are cut into non-overlapping patches, each embedded as a

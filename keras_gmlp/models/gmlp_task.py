@@ -1,6 +1,7 @@
 import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
+from keras_gmlp.layers.gelu import portable_gelu
 from keras_gmlp.training.optimizers import no_decay_variables
 
 # Entries a task adds to its compile config: the trainable variables (by
@@ -44,7 +45,21 @@ def with_saved_policy(preset, kwargs):
     return kwargs
 
 
-class GMLPTask:
+class PortableExport:
+    """`export()` traces the blocks' GELU as the backend's own op.
+
+    Under TensorFlow the blocks compute their GELU as an XLA function
+    (`keras_gmlp.layers.gelu.gelu`), which TF Serving (without
+    `--xla_cpu_compilation_enabled`), ONNX and LiteRT cannot run; an
+    exported artifact holds TensorFlow's GELU kernel instead.
+    """
+
+    def export(self, filepath, format="tf_saved_model", **kwargs):
+        with portable_gelu():
+            return super().export(filepath, format=format, **kwargs)
+
+
+class GMLPTask(PortableExport):
     """What every gMLP task adds to its keras-hub task class (a mixin).
 
     - `get_layer(name)` also finds the backbone's layers (`"block_0"`,

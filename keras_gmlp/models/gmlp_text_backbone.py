@@ -8,6 +8,7 @@ from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.gmlp_task import PortableExport
 from keras_gmlp.models.gmlp_task import with_saved_policy
 from keras_gmlp.models.presets import PRESETS
 
@@ -40,7 +41,7 @@ def paper_preset(preset):
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPTextBackbone(Backbone):
+class GMLPTextBackbone(PortableExport, Backbone):
     """The gMLP (or aMLP) text encoder of "Pay Attention to MLPs".
 
     A token embedding, `num_layers` gMLP blocks and a final layer

@@ -1,0 +1,145 @@
+"""The block's exact GELU (an XLA function under TensorFlow) against the
+normal CDF in float64 numpy: outputs, gradients, dtypes, and exports that
+hold no XLA function."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers.gelu import gelu
+from keras_gmlp.layers.gelu import portable_gelu
+from tests.gradients import gradients
+
+BACKEND = keras.config.backend()
+ERF = np.vectorize(math.erf)
+
+
+def reference(x):
+    x = x.astype("float64")
+    return 0.5 * x * (1.0 + ERF(x / math.sqrt(2.0)))
+
+
+def reference_derivative(x):
+    x = x.astype("float64")
+    cdf = 0.5 * (1.0 + ERF(x / math.sqrt(2.0)))
+    return cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+class GELU(keras.layers.Layer):
+    def call(self, inputs):
+        return gelu(inputs)
+
+
+def inputs(shape=(3, 7, 16), seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(scale=3.0, size=shape).astype("float32")
+    x.flat[:4] = [0.0, -12.0, 12.0, 1e-4]  # the tails and the origin
+    return x
+
+
+def test_outputs_are_the_normal_cdf_times_x():
+    x = inputs()
+    outputs = keras.ops.convert_to_numpy(gelu(x))
+    assert outputs.dtype == np.float32
+    np.testing.assert_allclose(outputs, reference(x), rtol=2e-6, atol=1e-6)
+
+
+def test_gradient_is_the_closed_form():
+    x = inputs()
+    cotangent = np.random.default_rng(1).normal(size=x.shape)
+    layer = GELU()
+    layer.build(x.shape)
+    (by_input,) = gradients(layer, x, cotangent.astype("float32"), [])
+    np.testing.assert_allclose(
+        by_input, cotangent * reference_derivative(x), rtol=1e-5, atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_keeps_its_dtype_and_rounds_once(dtype):
+    x = keras.ops.cast(inputs(), dtype)
+    outputs = gelu(x)
+    assert keras.backend.standardize_dtype(outputs.dtype) == dtype
+    exact = reference(keras.ops.convert_to_numpy(keras.ops.cast(x, "float32")))
+    # One rounding to the half type: 2^-8 (bfloat16) or 2^-11 relative.
+    relative = 2.0**-8 if dtype == "bfloat16" else 2.0**-11
+    actual = keras.ops.convert_to_numpy(keras.ops.cast(outputs, "float32"))
+    np.testing.assert_allclose(actual, exact, rtol=relative, atol=1e-3)
+
+
+@pytest.mark.skipif(BACKEND == "jax", reason="JAX runs without float64")
+def test_float64_stays_float64():
+    x = inputs().astype("float64") * 1.1
+    outputs = keras.ops.convert_to_numpy(gelu(x))
+    assert outputs.dtype == np.float64
+    np.testing.assert_allclose(outputs, reference(x), rtol=1e-12, atol=1e-14)
+
+
+def test_a_replaced_keras_gelu_runs_instead():
+    original = keras.activations.gelu
+    keras.activations.gelu = lambda x, approximate=False: x * 0 + 7.0
+    try:
+        outputs = keras.ops.convert_to_numpy(gelu(np.ones((2,), "float32")))
+    finally:
+        keras.activations.gelu = original
+    np.testing.assert_array_equal(outputs, [7.0, 7.0])
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graphs")
+def test_portable_gelu_traces_no_xla_function():
+    import tensorflow as tf
+
+    def xla_functions(function):
+        graph = function.get_concrete_function(
+            tf.TensorSpec((None, 16), "float32")
+        ).graph
+        names = []
+        for definition in graph.as_graph_def().library.function:
+            attribute = definition.attr.get("_XlaMustCompile")
+            if attribute is not None and attribute.b:
+                names.append(definition.signature.name)
+        return names
+
+    assert xla_functions(tf.function(gelu))
+    with portable_gelu():
+        assert not xla_functions(tf.function(gelu))
+        np.testing.assert_allclose(
+            keras.ops.convert_to_numpy(gelu(inputs())),
+            reference(inputs()),
+            rtol=2e-6,
+            atol=1e-6,
+        )
+    assert keras.activations.gelu.__module__.startswith("keras")
+    assert xla_functions(tf.function(gelu))
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graphs")
+def test_task_export_holds_no_xla_function(tmp_path):
+    import tensorflow as tf
+
+    from keras_gmlp import models
+
+    task = models.image_classifier(
+        num_classes=3,
+        image_size=(8, 8),
+        patch_size=4,
+        num_layers=1,
+        hidden_dim=8,
+        ffn_dim=16,
+    )
+    images = inputs((2, 8, 8, 3))
+    # Keras' own export traces the XLA function; the task's does not.
+    keras.Model.export(task, str(tmp_path / "keras"), verbose=False)
+    assert (
+        b"_XlaMustCompile" in (tmp_path / "keras/saved_model.pb").read_bytes()
+    )
+    task.export(str(tmp_path / "model"), verbose=False)
+    saved = (tmp_path / "model" / "saved_model.pb").read_bytes()
+    assert b"_XlaMustCompile" not in saved
+    loaded = tf.saved_model.load(str(tmp_path / "model"))
+    served = loaded.serve(images)
+    np.testing.assert_allclose(
+        served.numpy(), task.predict(images, verbose=0), rtol=1e-5, atol=1e-6
+    )
