@@ -59,8 +59,7 @@ import keras
 import numpy as np
 
 from keras_gmlp.generation import model_sequence_length
-from keras_gmlp.layers.gelu import backend_gelu
-from keras_gmlp.layers.gelu import portable_gelu
+from keras_gmlp.layers.xla_functions import portable_ops
 
 
 def serving_model(
@@ -229,7 +228,7 @@ def jax2tf_arguments(serving):
 
 
 def _export(serving, export_dir):
-    with portable_gelu():
+    with portable_ops():
         _export_saved_model(serving, export_dir)
 
 
@@ -289,7 +288,7 @@ def gelu_form(form):
             through jax2tf); `"tanh"`: the tanh approximation.
     """
     replacements = {
-        "exact": backend_gelu,
+        "exact": None,
         "erf": _gelu_exact_erf,
         "tanh": _gelu_tanh,
     }
@@ -298,7 +297,7 @@ def gelu_form(form):
             f"Received gelu={form!r}; expected one of {sorted(replacements)}."
         )
     original = keras.activations.gelu
-    keras.activations.gelu = replacements[form]
+    keras.activations.gelu = replacements[form] or original
     try:
         yield
     finally:
@@ -533,7 +532,7 @@ def _export_litert_from_jax(serving, path):
 
 
 def _write(serving, path, format):
-    with portable_gelu():
+    with portable_ops():
         _write_format(serving, path, format)
 
 

@@ -1,10 +1,11 @@
 """The exact GELU of the gMLP block, compiled by XLA under TensorFlow."""
 
-import contextlib
 import functools
 import math
 
 import keras
+
+from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 _KERAS_GELU = keras.activations.gelu
 
@@ -18,14 +19,16 @@ def gelu(x):
     inference step in float32 and more than half in bfloat16. There it is
     the same `0.5 x erfc(-x / sqrt(2))`, in float32 at least, with the
     closed-form gradient `Phi(x) + x phi(x)`, each an XLA-compiled
-    function: 2.1-2.4 times faster forward and 1.9-2.1 times forward and
-    backward in float32, 4.2-5.0 and 3.3-3.9 times in bfloat16; a gMLP-Ti
-    step 1.05 times faster in float32, 1.3 (training) and 1.5 times
-    (inference) in bfloat16 (`benchmarks/gelu.py`). The outputs differ by
+    function: 2.0-2.3 times faster forward and 2.1-2.4 times forward and
+    backward in float32, 4.0-4.9 and 3.5-3.9 times in bfloat16; a gMLP-Ti
+    step, with the GELU alone changed, 1.05 times faster in float32, 1.3
+    (training) and 1.5 times (inference) in bfloat16
+    (`benchmarks/xla_functions.py`). The outputs differ by
     float32 rounding.
 
-    When `keras.activations.gelu` has been replaced (`portable_gelu`,
-    `keras_gmlp.export.gelu_form`), the replacement runs instead.
+    Inside `keras_gmlp.layers.xla_functions.portable_ops()` (exports) it is
+    TensorFlow's own op; when `keras.activations.gelu` has been replaced
+    (`keras_gmlp.export.gelu_form`), the replacement runs instead.
 
     Example:
 
@@ -34,35 +37,11 @@ def gelu(x):
     >>> [round(float(v), 4) for v in keras.ops.convert_to_numpy(gelu(x))]
     [-0.1587, 0.0, 1.9545]
     """
-    if keras.config.backend() != "tensorflow" or (
+    if not xla_functions_enabled() or (
         keras.activations.gelu is not _KERAS_GELU
     ):
         return keras.activations.gelu(x, approximate=False)
     return _tensorflow_gelu()(x)
-
-
-def backend_gelu(x, approximate=False):
-    """The backend's own GELU, `keras.ops.gelu`, as an activation."""
-    return keras.ops.gelu(x, approximate=approximate)
-
-
-@contextlib.contextmanager
-def portable_gelu():
-    """Traces `gelu` as the backend's own op, not an XLA function.
-
-    For exports: a SavedModel made under it holds TensorFlow's GELU kernel
-    (TF Serving runs no XLA:CPU function unless started with
-    `--xla_cpu_compilation_enabled`; ONNX and LiteRT converters take none).
-    A replacement of `keras.activations.gelu` already in place is kept.
-    """
-    if keras.activations.gelu is not _KERAS_GELU:
-        yield
-        return
-    keras.activations.gelu = backend_gelu
-    try:
-        yield
-    finally:
-        keras.activations.gelu = _KERAS_GELU
 
 
 @functools.cache

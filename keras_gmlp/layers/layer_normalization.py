@@ -1,9 +1,12 @@
-"""Layer normalisation with a hand-written gradient under JAX."""
+"""Layer normalisation with a hand-written gradient under JAX and
+TensorFlow."""
 
 import functools
 
 import keras
 from keras import ops
+
+from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 
 @functools.cache
@@ -44,16 +47,88 @@ def _jax_normalize():
     return normalize
 
 
+@functools.cache
+def _tensorflow_layer_norm():
+    """`normalize(x) * gamma + beta` over the last axis as TensorFlow
+    functions compiled by XLA: the forward pass and the closed-form
+    gradients of `x`, `gamma` and `beta`, in float32 at least.
+
+    TensorFlow's own graph of Keras' LayerNormalization runs its moments,
+    normalisation and affine map as separate kernels; these functions are
+    2.0-2.3 times faster forward and 1.3 times with the gradients in
+    float32 on `(8, 196, 768)` and `(8, 196, 1536)` inputs
+    (`benchmarks/xla_functions.py`).
+    """
+    import tensorflow as tf
+
+    def widened(x):
+        if x.dtype in (tf.float16, tf.bfloat16):
+            return tf.cast(x, tf.float32)
+        return x
+
+    def normalized(x, epsilon):
+        centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+        variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
+        inverse_std = tf.math.rsqrt(variance + epsilon)
+        return centered * inverse_std, inverse_std
+
+    @tf.function(jit_compile=True, autograph=False)
+    def forward(x, gamma, beta, epsilon):
+        y = widened(x)
+        normal, _ = normalized(y, tf.cast(epsilon, y.dtype))
+        outputs = normal * tf.cast(gamma, y.dtype) + tf.cast(beta, y.dtype)
+        return tf.cast(outputs, x.dtype)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward(x, gamma, epsilon, upstream):
+        y = widened(x)
+        normal, inverse_std = normalized(y, tf.cast(epsilon, y.dtype))
+        upstream = tf.cast(upstream, y.dtype)
+        rows = list(range(len(x.shape) - 1))
+        gamma_gradient = tf.reduce_sum(upstream * normal, axis=rows)
+        beta_gradient = tf.reduce_sum(upstream, axis=rows)
+        scaled = upstream * tf.cast(gamma, y.dtype)
+        mean_scaled = tf.reduce_mean(scaled, axis=-1, keepdims=True)
+        projection = tf.reduce_mean(scaled * normal, axis=-1, keepdims=True)
+        x_gradient = inverse_std * (scaled - mean_scaled - normal * projection)
+        return (
+            tf.cast(x_gradient, x.dtype),
+            tf.cast(gamma_gradient, gamma.dtype),
+            tf.cast(beta_gradient, gamma.dtype),
+        )
+
+    def layer_norm(x, gamma, beta, epsilon):
+        @tf.autograph.experimental.do_not_convert
+        @tf.custom_gradient
+        def affine_normalize(x, gamma, beta):
+            def gradient(upstream):
+                return backward(x, gamma, epsilon, upstream)
+
+            return forward(x, gamma, beta, epsilon), gradient
+
+        # Read the variables here: a custom gradient must not read any.
+        return affine_normalize(
+            tf.convert_to_tensor(x),
+            tf.convert_to_tensor(gamma),
+            tf.convert_to_tensor(beta),
+        )
+
+    return layer_norm
+
+
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class LayerNormalization(keras.layers.LayerNormalization):
-    """`keras.layers.LayerNormalization`, faster to train under JAX.
+    """`keras.layers.LayerNormalization`, faster under JAX and TensorFlow.
 
     The same layer, arguments and weights. Under the JAX backend, a
     normalisation over the last axis (not RMS scaling) takes its input
     gradient from the closed form `(g - mean(g) - y * mean(g * y)) / std`
     (`g` the gradient of the normalised `y`) instead of the one JAX
     derives from the mean and the variance, which XLA:CPU runs about
-    twice as slowly; other backends, and other axes, run Keras' own call.
+    twice as slowly. Under TensorFlow, one with a scale and a center is an
+    XLA-compiled function with the same closed-form gradients
+    (`keras_gmlp.layers.xla_functions`; exports trace Keras' own call).
+    Other backends, and other axes, run Keras' own call.
     It computes in float32 at least, as Keras does, under every dtype
     policy. Under JAX it supports reverse-mode gradients only (no
     `jax.jvp`).
@@ -71,7 +146,17 @@ class LayerNormalization(keras.layers.LayerNormalization):
         rank = len(inputs.shape)
         axes = self.axis if isinstance(self.axis, list) else [self.axis]
         last_axis = [axis % rank for axis in axes] == [rank - 1]
-        if keras.config.backend() != "jax" or self.rms_scaling or not last_axis:
+        if self.rms_scaling or not last_axis:
+            return super().call(inputs)
+        if xla_functions_enabled() and self.scale and self.center:
+            outputs = _tensorflow_layer_norm()(
+                inputs,
+                ops.convert_to_tensor(self.gamma),
+                ops.convert_to_tensor(self.beta),
+                self.epsilon,
+            )
+            return ops.cast(outputs, self.compute_dtype)
+        if keras.config.backend() != "jax":
             return super().call(inputs)
         dtype = keras.backend.result_type(inputs.dtype, "float32")
         outputs = _jax_normalize()(ops.cast(inputs, dtype), self.epsilon)

@@ -1,7 +1,7 @@
 import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
-from keras_gmlp.layers.gelu import portable_gelu
+from keras_gmlp.layers.xla_functions import portable_ops
 from keras_gmlp.training.optimizers import no_decay_variables
 
 # Entries a task adds to its compile config: the trainable variables (by
@@ -46,16 +46,16 @@ def with_saved_policy(preset, kwargs):
 
 
 class PortableExport:
-    """`export()` traces the blocks' GELU as the backend's own op.
+    """`export()` traces the backend's own ops, no XLA function.
 
-    Under TensorFlow the blocks compute their GELU as an XLA function
-    (`keras_gmlp.layers.gelu.gelu`), which TF Serving (without
-    `--xla_cpu_compilation_enabled`), ONNX and LiteRT cannot run; an
-    exported artifact holds TensorFlow's GELU kernel instead.
+    Under TensorFlow the blocks compute their GELU and LayerNormalizations
+    as XLA functions (`keras_gmlp.layers.xla_functions`), which TF Serving
+    (without `--xla_cpu_compilation_enabled`), ONNX and LiteRT cannot run;
+    an exported artifact holds TensorFlow's kernels instead.
     """
 
     def export(self, filepath, format="tf_saved_model", **kwargs):
-        with portable_gelu():
+        with portable_ops():
             return super().export(filepath, format=format, **kwargs)
 
 

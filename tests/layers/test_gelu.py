@@ -1,6 +1,6 @@
 """The block's exact GELU (an XLA function under TensorFlow) against the
-normal CDF in float64 numpy: outputs, gradients, dtypes, and exports that
-hold no XLA function."""
+normal CDF in float64 numpy: outputs, gradients, dtypes; and exports of
+the XLA functions' layers (GELU, LayerNormalization) that hold none."""
 
 import math
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers.gelu import gelu
-from keras_gmlp.layers.gelu import portable_gelu
+from keras_gmlp.layers.xla_functions import portable_ops
 from tests.gradients import gradients
 
 BACKEND = keras.config.backend()
@@ -88,7 +88,7 @@ def test_a_replaced_keras_gelu_runs_instead():
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graphs")
-def test_portable_gelu_traces_no_xla_function():
+def test_portable_ops_trace_no_xla_function():
     import tensorflow as tf
 
     def xla_functions(function):
@@ -102,16 +102,21 @@ def test_portable_gelu_traces_no_xla_function():
                 names.append(definition.signature.name)
         return names
 
+    from keras_gmlp.layers import LayerNormalization
+
+    norm = LayerNormalization()
+    norm.build((None, 16))
     assert xla_functions(tf.function(gelu))
-    with portable_gelu():
+    assert xla_functions(tf.function(norm))
+    with portable_ops():
         assert not xla_functions(tf.function(gelu))
+        assert not xla_functions(tf.function(norm))
         np.testing.assert_allclose(
             keras.ops.convert_to_numpy(gelu(inputs())),
             reference(inputs()),
             rtol=2e-6,
             atol=1e-6,
         )
-    assert keras.activations.gelu.__module__.startswith("keras")
     assert xla_functions(tf.function(gelu))
 
 
@@ -120,6 +125,7 @@ def test_task_export_holds_no_xla_function(tmp_path):
     import tensorflow as tf
 
     from keras_gmlp import models
+    from keras_gmlp.export import export_saved_model
 
     task = models.image_classifier(
         num_classes=3,
@@ -137,6 +143,9 @@ def test_task_export_holds_no_xla_function(tmp_path):
     )
     task.export(str(tmp_path / "model"), verbose=False)
     saved = (tmp_path / "model" / "saved_model.pb").read_bytes()
+    assert b"_XlaMustCompile" not in saved
+    export_saved_model(task, str(tmp_path / "run"))
+    saved = (tmp_path / "run" / "saved_model.pb").read_bytes()
     assert b"_XlaMustCompile" not in saved
     loaded = tf.saved_model.load(str(tmp_path / "model"))
     served = loaded.serve(images)
