@@ -32,6 +32,13 @@ per batch, 3 rounds, medians):
 | 2048, Xeon | 1.95 | 1.15 | 0.98 | |
 | 2048, EPYC | 2.06-2.20 | 1.73-1.81 | 1.07-1.17 | |
 
+On an idle 2-core Xeon with AVX-512, AVX512-BF16 and AMX (another
+machine than the Xeon rows), TensorFlow, 5 rounds, two runs each: the
+gMLP at 0.69-0.70 / 0.72-0.73 x BERT (n = 128 / 512) with TensorFlow's
+own GELU and LayerNorm kernels, 0.80-0.81 / 0.79-0.80 with the block's
+XLA functions (`benchmarks/xla_functions.py`; keras-hub's BERT keeps
+Keras' layers; `masked_lm_speed_xeon_amx_tensorflow.json`, 3 rounds).
+
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
 EPYC: an idle 2-core AMD EPYC with AVX2 only, after the torch and
