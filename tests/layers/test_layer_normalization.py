@@ -63,26 +63,57 @@ def test_outputs_match_numpy(shape, center, scale, rng):
     np.testing.assert_allclose(outputs, expected, rtol=0, atol=2e-5)
 
 
-def test_outputs_under_mixed_bfloat16(rng):
-    keras.config.set_dtype_policy("mixed_bfloat16")
+@pytest.mark.parametrize(
+    "policy, bits", [("mixed_bfloat16", 8), ("mixed_float16", 11)]
+)
+def test_outputs_under_mixed_precision(policy, bits, rng):
+    keras.config.set_dtype_policy(policy)
+    half = policy.split("_")[1]
     x = rng.normal(size=(2, 3, 8)).astype("float32")
     layer = built_layer(x.shape, rng, epsilon=1e-6)
-    outputs = layer(keras.ops.cast(x, "bfloat16"))
-    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    outputs = layer(keras.ops.cast(x, half))
+    assert keras.backend.standardize_dtype(outputs.dtype) == half
     assert keras.backend.standardize_dtype(layer.gamma.dtype) == "float32"
     gamma, beta = weight_values(layer, 8)
     expected = reference(
         keras.ops.convert_to_numpy(
-            keras.ops.cast(keras.ops.cast(x, "bfloat16"), "float32")
+            keras.ops.cast(keras.ops.cast(x, half), "float32")
         ),
         gamma,
         beta,
         1e-6,
     )
     outputs = keras.ops.convert_to_numpy(keras.ops.cast(outputs, "float32"))
-    # bfloat16 keeps 8 bits: a relative error of 2^-8 of the largest output.
+    # One rounding to the half type: 2^-bits of the largest output.
     np.testing.assert_allclose(
-        outputs, expected, rtol=0, atol=np.abs(expected).max() * 2**-7
+        outputs, expected, rtol=0, atol=np.abs(expected).max() * 2**-bits
+    )
+
+
+def test_input_gradient_under_mixed_bfloat16(rng):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    x = rng.normal(size=(4, 16)).astype("float32")
+    layer = built_layer(x.shape, rng, epsilon=1e-6)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    gamma, _ = weight_values(layer, 16)
+    rounded = keras.ops.convert_to_numpy(
+        keras.ops.cast(keras.ops.cast(x, "bfloat16"), "float32")
+    ).astype("float64")
+    # d/dx of sum(cotangent * LayerNorm(x)), in closed form in float64.
+    mean = rounded.mean(-1, keepdims=True)
+    inverse_std = 1 / np.sqrt(((rounded - mean) ** 2).mean(-1, keepdims=True))
+    normal = (rounded - mean) * inverse_std
+    scaled = cotangent * gamma
+    expected = inverse_std * (
+        scaled
+        - scaled.mean(-1, keepdims=True)
+        - normal * (scaled * normal).mean(-1, keepdims=True)
+    )
+    (by_input, *_) = gradients(
+        layer, keras.ops.cast(x, "bfloat16"), cotangent, []
+    )
+    np.testing.assert_allclose(
+        by_input, expected, rtol=0, atol=np.abs(expected).max() * 2**-6
     )
 
 
