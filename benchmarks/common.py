@@ -261,6 +261,21 @@ def median(values):
     return statistics.median(values) if values else None
 
 
+def ab_row(baseline, candidate, baseline_name, candidate_name):
+    """A/B columns from two lists of seconds per call, one per round: each
+    side's median in ms, and the median and range over the rounds of the
+    baseline's seconds over the candidate's (above 1: the candidate is
+    faster)."""
+    per_round = [b / c for b, c in zip(baseline, candidate, strict=True)]
+    return {
+        f"{baseline_name}_ms": 1e3 * median(baseline),
+        f"{candidate_name}_ms": 1e3 * median(candidate),
+        f"x_{baseline_name}": median(per_round),
+        "rounds_min": min(per_round),
+        "rounds_max": max(per_round),
+    }
+
+
 def print_table(rows, columns):
     """Prints `rows` (dicts) as a Markdown table of `columns`."""
 

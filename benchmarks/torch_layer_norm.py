@@ -106,22 +106,13 @@ def main():
         times = common.alternate(functions, args.rounds)
         use_variant(CANDIDATE, original)
         for mode in steps:
-            baseline = times[f"{mode} {BASELINE}"]
-            candidate = times[f"{mode} {CANDIDATE}"]
-            per_round = [
-                b / c for b, c in zip(baseline, candidate, strict=True)
-            ]
-            rows.append(
-                {
-                    "precision": precision,
-                    "step": mode,
-                    "keras_ms": 1e3 * common.median(baseline),
-                    "keras_gmlp_ms": 1e3 * common.median(candidate),
-                    "x_keras": common.median(per_round),
-                    "rounds_min": min(per_round),
-                    "rounds_max": max(per_round),
-                }
+            row = common.ab_row(
+                times[f"{mode} {BASELINE}"],
+                times[f"{mode} {CANDIDATE}"],
+                "keras",
+                "keras_gmlp",
             )
+            rows.append(dict(row, precision=precision, step=mode))
     print(common.describe(run))
     common.print_table(
         rows,

@@ -159,23 +159,19 @@ def model_functions(batch_size, precision):
 
 
 def ratios(times, measures):
-    """Rows: the baseline's median seconds over keras_gmlp's, per measure."""
-    rows = []
-    for measure in measures:
-        baseline = times[f"{measure} {BASELINE}"]
-        candidate = times[f"{measure} {CANDIDATE}"]
-        per_round = [b / c for b, c in zip(baseline, candidate, strict=True)]
-        rows.append(
-            {
-                "measure": measure,
-                "baseline_ms": 1e3 * common.median(baseline),
-                "xla_ms": 1e3 * common.median(candidate),
-                "x_baseline": common.median(per_round),
-                "rounds_min": min(per_round),
-                "rounds_max": max(per_round),
-            }
+    """Rows: the baseline's median seconds over the XLA functions'."""
+    return [
+        dict(
+            common.ab_row(
+                times[f"{measure} {BASELINE}"],
+                times[f"{measure} {CANDIDATE}"],
+                "baseline",
+                "xla",
+            ),
+            measure=measure,
         )
-    return rows
+        for measure in measures
+    ]
 
 
 def main():

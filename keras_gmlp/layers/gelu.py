@@ -5,6 +5,7 @@ import math
 
 import keras
 
+from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 _KERAS_GELU = keras.activations.gelu
@@ -50,12 +51,6 @@ def _tensorflow_gelu():
 
     sqrt_half = 1.0 / math.sqrt(2.0)
     inverse_sqrt_two_pi = 1.0 / math.sqrt(2.0 * math.pi)
-
-    def widened(x):
-        # float16 and bfloat16 compute in float32, as Keras' LayerNorm does.
-        if x.dtype in (tf.float16, tf.bfloat16):
-            return tf.cast(x, tf.float32)
-        return x
 
     @tf.function(jit_compile=True, autograph=False)
     def forward(x):

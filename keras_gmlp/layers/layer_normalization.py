@@ -6,6 +6,7 @@ import functools
 import keras
 from keras import ops
 
+from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 
@@ -60,11 +61,6 @@ def _tensorflow_layer_norm():
     (`benchmarks/xla_functions.py`).
     """
     import tensorflow as tf
-
-    def widened(x):
-        if x.dtype in (tf.float16, tf.bfloat16):
-            return tf.cast(x, tf.float32)
-        return x
 
     def normalized(x, epsilon):
         centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)

@@ -22,6 +22,16 @@ def xla_functions_enabled():
     )
 
 
+def widened(x):
+    """A TensorFlow tensor in float32 if it is float16 or bfloat16: the XLA
+    functions compute in float32 at least, as Keras' LayerNorm does."""
+    import tensorflow as tf
+
+    if x.dtype in (tf.float16, tf.bfloat16):
+        return tf.cast(x, tf.float32)
+    return x
+
+
 @contextlib.contextmanager
 def portable_ops():
     """Traces the layers with the backend's own ops, no XLA function.
