@@ -1,3 +1,4 @@
+import functools
 import numbers
 
 import keras
@@ -68,15 +69,19 @@ def token_product(weight, v, bias, batched=False):
     An einsum and an add, or with `batched=True` a batched matmul of `W`
     broadcast over the leading axes. XLA lowers the einsum to one 2-D dot
     over `(batch x channels, tokens)`, with layout copies of `v` around
-    it; the batched matmul has none. Measured
-    (`benchmarks/token_product.py`): JAX inference 1.2x faster batched,
-    JAX training 4-7 % slower (the copies move into the weight gradient's
-    batch reduction), TensorFlow within the rounds' spread, torch 1.04-1.07x
-    faster on an AVX2 EPYC (and without the einsum's two permuted copies of
-    `v` per block, training memory). So the unit asks for `batched` under
-    torch and in JAX inference. Under torch, timm's form
-    (`torch.nn.functional.linear` of `v` transposed, the bias fused)
-    measured no faster.
+    it; the batched matmul has none. Under JAX the batched product has a
+    hand-written gradient (`_jax_batched_product`): JAX's own gradient of
+    the broadcast `W` is a batched dot and a reduction that XLA:CPU runs
+    slower than the einsum's. Measured (`benchmarks/token_product.py`,
+    `benchmarks/jax_functions.py`): JAX inference 1.2x faster batched;
+    JAX training with JAX's own gradient 4-7 % slower, with the
+    hand-written one 1.05x (float32) and 1.09x (bfloat16) faster at
+    gMLP-Ti, the product and its gradients alone 1.13-1.48x;
+    TensorFlow within the rounds' spread, torch 1.04-1.07x faster on an
+    AVX2 EPYC (and without the einsum's two permuted copies of `v` per
+    block, training memory). So the unit asks for `batched` under torch
+    and JAX. Under torch, timm's form (`torch.nn.functional.linear` of
+    `v` transposed, the bias fused) measured no faster.
 
     Args:
         weight: tensor `(n, m)`.
@@ -87,12 +92,71 @@ def token_product(weight, v, bias, batched=False):
     Returns:
         Tensor `(..., n, c)`.
     """
-    if batched:
+    if batched and keras.config.backend() == "jax" and len(v.shape) == 3:
+        product = _jax_batched_product()(weight, v)
+    elif batched:
         shape = tuple(ops.shape(v)[:-2]) + tuple(ops.shape(weight))
         product = ops.matmul(ops.broadcast_to(weight, shape), v)
     else:
         product = ops.einsum("ij,...jc->...ic", weight, v)
     return product + bias[:, None]
+
+
+@functools.cache
+def _jax_batched_product():
+    """`W @ v[b]` for every `b` of `v` `(batch, m, c)`, as a JAX function
+    with a hand-written gradient.
+
+    The gradient of `v` is the batched product of `W` transposed; that of
+    `W` the sum over the batch of `g[b] @ v[b]^T`, each one dot of
+    `(n, c)` and `(m, c)` accumulated in float32, instead of JAX's batched
+    dot into `(batch, n, m)` and its reduction. The same sums in another
+    order: float32 rounding apart, the gradient JAX derives.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    def broadcast(weight, v):
+        return jnp.broadcast_to(weight, (v.shape[0], *weight.shape))
+
+    @jax.custom_vjp
+    def product(weight, v):
+        # (batch, n, m) x (batch, m, c) -> (batch, n, c)
+        return jax.lax.dot_general(
+            broadcast(weight, v), v, (((2,), (1,)), ((0,), (0,)))
+        )
+
+    def forward(weight, v):
+        return product(weight, v), (weight, v)
+
+    def backward(residuals, upstream):
+        weight, v = residuals
+        # (batch, n, m) x (batch, n, c) -> (batch, m, c)
+        v_gradient = jax.lax.dot_general(
+            broadcast(weight, v), upstream, (((1,), (1,)), ((0,), (0,)))
+        )
+        batch_size = v.shape[0]
+        if isinstance(batch_size, int):
+            weight_gradient = sum(
+                jax.lax.dot_general(
+                    upstream[b],
+                    v[b],
+                    (((1,), (1,)), ((), ())),
+                    preferred_element_type=jnp.float32,
+                )
+                for b in range(batch_size)
+            )
+        else:
+            weight_gradient = jnp.einsum(
+                "bic,bjc->ij",
+                upstream,
+                v,
+                preferred_element_type=jnp.float32,
+            )
+        return weight_gradient.astype(weight.dtype), v_gradient
+
+    product.defvjp(forward, backward)
+    return product
 
 
 def check_modes(spatial, gating):
@@ -161,8 +225,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         attention: optional tensor of shape `(batch, tokens, channels / 2)`
             (channels for the non-split gatings), added to the spatial
             projection before the gating: the aMLP tiny attention.
-        training: bool. Only picks how the token product is computed
-            (`token_product`); the outputs are the same.
+        training: bool. Unused: the unit computes the same either way.
 
     Example:
 
@@ -316,7 +379,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             length = ops.shape(inputs)[-2]
         u, v = self._gate_input(inputs)
         backend = keras.config.backend()
-        batched = backend == "torch" or (backend == "jax" and not training)
+        batched = backend in ("torch", "jax")
         v = self._mix(v, length, static, batched)
         return self._gate(u, v, attention)
 

@@ -4,7 +4,9 @@ import pytest
 from absl.testing import parameterized
 
 from keras_gmlp.layers import SpatialGatingUnit
+from keras_gmlp.layers.spatial_gating_unit import token_product
 from tests import reference
+from tests.gradients import gradients
 from tests.layer_test import LayerTestCase
 from tests.layer_test import randomize_weights
 
@@ -18,8 +20,8 @@ def numpy_weights(layer):
     )
 
 
-# training=False computes the token product as a batched matmul under JAX
-# (an einsum otherwise); a 4-D input has two leading axes to broadcast over.
+# The token product is a batched matmul under JAX and torch, an einsum under
+# TensorFlow; a 4-D input has two leading axes to broadcast over.
 @pytest.mark.parametrize("shape", [(3, 7, 10), (2, 3, 7, 10)])
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
@@ -166,6 +168,65 @@ def test_mixed_precision(rng):
     output = layer(z, attention=attention)
     assert keras.backend.standardize_dtype(output.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in layer.weights)
+
+
+class TokenProduct(keras.layers.Layer):
+    """`token_product(W, v, b)` of its weights, `v` cast to `dtype`."""
+
+    def __init__(self, n, batched, product_dtype, **kwargs):
+        super().__init__(**kwargs)
+        self.n, self.batched, self.product_dtype = n, batched, product_dtype
+
+    def build(self, input_shape):
+        self.weight = self.add_weight((self.n, input_shape[-2]), name="w")
+        self.bias_weight = self.add_weight((self.n,), name="b")
+
+    def call(self, v):
+        v = keras.ops.cast(v, self.product_dtype)
+        weight = keras.ops.cast(self.weight, self.product_dtype)
+        bias = keras.ops.cast(self.bias_weight, self.product_dtype)
+        return token_product(weight, v, bias, self.batched)
+
+
+# `batched` is the unit's form under torch and JAX (under JAX with a
+# hand-written gradient for a 3-D `v`); a 4-D `v` broadcasts over two axes.
+@pytest.mark.parametrize("shape", [(3, 7, 5), (2, 3, 7, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("batched", [False, True])
+def test_token_product_and_gradients_match_numpy(batched, dtype, shape, rng):
+    layer = TokenProduct(6, batched, dtype)
+    layer.build(shape)
+    randomize_weights(layer, rng)
+    v = rng.normal(size=shape).astype("float32")
+    cotangent = rng.normal(size=(*shape[:-2], 6, shape[-1]))
+    weight, bias = (keras.ops.convert_to_numpy(w) for w in layer.weights)
+    if dtype == "bfloat16":  # what the product sees
+        v, weight, bias = (
+            keras.ops.convert_to_numpy(
+                keras.ops.cast(keras.ops.cast(a, dtype), "float32")
+            )
+            for a in (v, weight, bias)
+        )
+    v64, weight64 = v.astype("float64"), weight.astype("float64")
+    expected = np.einsum("ij,...jc->...ic", weight64, v64) + bias[:, None]
+    by_input = np.einsum("ij,...ic->...jc", weight64, cotangent)
+    by_weight = np.einsum(
+        "bic,bjc->ij",
+        cotangent.reshape(-1, *cotangent.shape[-2:]),
+        v64.reshape(-1, *shape[-2:]),
+    )
+    by_bias = cotangent.sum(axis=tuple(range(len(shape) - 2)) + (-1,))
+    actual = keras.ops.convert_to_numpy(keras.ops.cast(layer(v), "float32"))
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    grads = gradients(layer, v, cotangent.astype("float32"), layer.weights)
+    for got, want in zip(
+        [actual, *grads],
+        [expected, by_input, by_weight, by_bias],
+        strict=True,
+    ):
+        assert got.shape == want.shape
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
 
 
 class SpatialGatingUnitLayerTest(LayerTestCase):
