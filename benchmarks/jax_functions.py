@@ -52,8 +52,12 @@ rounds' range in brackets; `jax_functions_jax.json`), x keras:
 | GELU fwd+bwd, 768 / 1536 | 1.15 / 1.14 | 2.63 / 1.20 |
 | product fwd, 384 / 768 channels | 1.27 / 1.43 | 1.14 / 1.37 |
 | product fwd+bwd, 384 / 768 | 1.13 / 1.37 | 1.35 / 1.48 |
-| gMLP-Ti train: GELU / product / both | 0.98 / 1.05 / 1.06 (1.03-1.09) | 1.02 / 1.09 / 1.07 (1.03-1.13) |
-| gMLP-Ti infer: GELU / product / both | 1.10 / 0.99 / 1.11 (1.02-1.12) | 1.12 / 1.01 / 1.09 (1.08-1.15) |
+| gMLP-Ti train, GELU only | 0.98 | 1.02 |
+| gMLP-Ti train, product only | 1.05 | 1.09 |
+| gMLP-Ti train, both | 1.06 (1.03-1.09) | 1.07 (1.03-1.13) |
+| gMLP-Ti infer, GELU only | 1.10 | 1.12 |
+| gMLP-Ti infer, product only | 0.99 | 1.01 |
+| gMLP-Ti infer, both | 1.11 (1.02-1.12) | 1.09 (1.08-1.15) |
 
 (The product in inference was batched before too: the same forward.) In
 training the GELU's gain is within the rounds' spread: its backward pass
