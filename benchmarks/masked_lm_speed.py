@@ -38,6 +38,9 @@ gMLP at 0.69-0.70 / 0.72-0.73 x BERT (n = 128 / 512) with TensorFlow's
 own GELU and LayerNorm kernels, 0.80-0.81 / 0.79-0.80 with the block's
 XLA functions (`benchmarks/xla_functions.py`; keras-hub's BERT keeps
 Keras' layers; `masked_lm_speed_xeon_amx_tensorflow.json`, 3 rounds).
+JAX on the same machine after the JAX functions (`jax_functions.py`:
+the GELU and the token product's gradient), 3 rounds, one run
+(`masked_lm_speed_xeon_amx_jax.json`): 0.70 / 0.91 x BERT.
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).

@@ -25,6 +25,12 @@ steps, an idle 2-core AMD EPYC with AVX2;
 | jax, both `MALLOC_MMAP_THRESHOLD_=131072` | 1.53 (785 / 513) | 2.62 | 1.62 |
 | tensorflow (2-core Xeon, earlier) | not measurable | 2.53 | 1.92 |
 
+On an idle 2-core Xeon with AVX-512, AVX512-BF16 and AMX, after the
+one-kernel LayerNorm (torch) and the JAX functions (`jax_functions.py`),
+same settings, no `MALLOC_` variable (`memory_gmlp_ti16_224_xeon_amx.json`):
+torch 1.30 (797 / 611 MiB), 1.55, 1.40; jax 1.33 (815 / 611), 2.39, 1.61
+(steady step, first steps, whole peak, x timm).
+
 The target, peak training memory <= timm's, is not met in RSS. The
 first-step figures of JAX and TensorFlow include XLA compilation; the
 steady figures do not. TensorFlow keeps its step's buffers resident
