@@ -344,18 +344,18 @@ def measure_backend(args, model, backend, timm, log):
                 keras_worker.ask("matmul", **matmul), matmul_flops
             )
             for mode in ("train", "infer"):
-                timm_answer = timm.ask(
-                    "run",
-                    mode=mode,
-                    precision=timm_precision,
-                    steps=args.steps,
+                timm_answer = warm_then_time(
+                    timm, mode=mode, precision=timm_precision, steps=args.steps
                 )
                 timm_rate = rate(timm_answer, images)
                 for variant in order:
                     if not variant.endswith(precision):
                         continue
-                    answer = keras_worker.ask(
-                        "run", variant=variant, mode=mode, steps=args.steps
+                    answer = warm_then_time(
+                        keras_worker,
+                        variant=variant,
+                        mode=mode,
+                        steps=args.steps,
                     )
                     keras_rate = rate(answer, images)
                     sample = {
@@ -577,6 +577,15 @@ def profile(args):
         lambda: model.train_on_batch(images, labels), args.steps
     )
     print(f"{backend}: {wall / args.steps:.3f} s/step, cores {cpu / wall:.2f}")
+
+
+def warm_then_time(worker, steps, **command):
+    """`worker`'s answer to `run` of `steps` steps, after one untimed step:
+    the first step after the other worker's turn (or a matmul) pays for
+    cold caches and fresh memory pages, which a training loop repeating
+    its step does not. (Until 5297409 the timings had no such step.)"""
+    worker.ask("run", steps=1, **command)
+    return worker.ask("run", steps=steps, **command)
 
 
 def main():
