@@ -77,11 +77,15 @@ def token_product(weight, v, bias, batched=False):
     JAX training with JAX's own gradient 4-7 % slower, with the
     hand-written one 1.05x (float32) and 1.09x (bfloat16) faster at
     gMLP-Ti, the product and its gradients alone 1.13-1.48x;
-    TensorFlow within the rounds' spread, torch 1.04-1.07x faster on an
-    AVX2 EPYC (and without the einsum's two permuted copies of `v` per
-    block, training memory). So the unit asks for `batched` under torch
-    and JAX. Under torch, timm's form (`torch.nn.functional.linear` of
-    `v` transposed, the bias fused) measured no faster.
+    torch 1.04-1.07x faster on an AVX2 EPYC (and without the einsum's two
+    permuted copies of `v` per block, training memory); TensorFlow, where
+    `tf.matmul` broadcasts the 2-D `W` itself (a `BatchMatMulV2`, no
+    broadcast copy), 1.05x training (rounds 1.04-1.07) and 1.02x inference
+    (0.99-1.06) on a Xeon with AVX-512 (`token_product_xeon_amx_tensorflow
+    .json`; with `W` broadcast first: 1.06x and 0.92x). So the unit asks
+    for `batched` under every backend. Under torch, timm's form
+    (`torch.nn.functional.linear` of `v` transposed, the bias fused)
+    measured no faster.
 
     Args:
         weight: tensor `(n, m)`.
@@ -94,6 +98,8 @@ def token_product(weight, v, bias, batched=False):
     """
     if batched and keras.config.backend() == "jax" and len(v.shape) == 3:
         product = _jax_batched_product()(weight, v)
+    elif batched and keras.config.backend() == "tensorflow":
+        product = ops.matmul(weight, v)
     elif batched:
         shape = tuple(ops.shape(v)[:-2]) + tuple(ops.shape(weight))
         product = ops.matmul(ops.broadcast_to(weight, shape), v)
@@ -378,9 +384,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         else:
             length = ops.shape(inputs)[-2]
         u, v = self._gate_input(inputs)
-        backend = keras.config.backend()
-        batched = backend in ("torch", "jax")
-        v = self._mix(v, length, static, batched)
+        v = self._mix(v, length, static, batched=True)
         return self._gate(u, v, attention)
 
     def _gate_input(self, inputs):

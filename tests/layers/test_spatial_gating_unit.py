@@ -20,8 +20,8 @@ def numpy_weights(layer):
     )
 
 
-# The token product is a batched matmul under JAX and torch, an einsum under
-# TensorFlow; a 4-D input has two leading axes to broadcast over.
+# The unit's token product is a batched matmul under every backend (an
+# einsum for decoding); a 4-D input has two leading axes to broadcast over.
 @pytest.mark.parametrize("shape", [(3, 7, 10), (2, 3, 7, 10)])
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
@@ -188,8 +188,9 @@ class TokenProduct(keras.layers.Layer):
         return token_product(weight, v, bias, self.batched)
 
 
-# `batched` is the unit's form under torch and JAX (under JAX with a
-# hand-written gradient for a 3-D `v`); a 4-D `v` broadcasts over two axes.
+# `batched` is the unit's form (under JAX with a hand-written gradient for a
+# 3-D `v`, under TensorFlow `tf.matmul`'s own broadcast); a 4-D `v`
+# broadcasts over two axes.
 @pytest.mark.parametrize("shape", [(3, 7, 5), (2, 3, 7, 5)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batched", [False, True])
