@@ -38,6 +38,18 @@ shared, so absolute timings drift):
 bfloat16 needs a CPU with AVX512-BF16 or AMX to be fast; the run reads
 /proc/cpuinfo and marks the bfloat16 rows when the CPU has neither.
 
+Measured with timm under torch's own OpenMP wait policy and an untimed
+step before every timing (since ceb3217; an idle 2-core Xeon with
+AVX-512, AVX512-BF16 and AMX, gMLP-Ti, 3 rounds,
+`vision_gmlp_ti16_224_xeon_amx_fair.json`), x timm, float32 train /
+inference, bf16 train / inference: jax 0.61 / 0.74 / 0.36 / 0.44,
+tensorflow 0.92 / 0.73 / 0.60 / 0.55, torch 1.09 / 0.96 / 0.96 / 0.94.
+
+Every figure below was measured before ceb3217, with the timm worker
+under `OMP_WAIT_POLICY=PASSIVE` (keras_gmlp's default, inherited from the
+driver), 1.3-1.4x slower than under torch's default on the Xeon: they
+overstate keras_gmlp against timm by up to that factor.
+
 Measured (batch 8, 224 px, `--jit auto`, 3 alternated rounds of 2 steps,
 medians; an idle 2-core AMD EPYC with AVX512-BF16, so the bfloat16 rows
 are real; `benchmarks/results/vision_<model>*.json`), x timm:

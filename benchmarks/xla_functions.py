@@ -54,6 +54,8 @@ with the GELU alone, `_xeon_amx_xla_functions.json` with both),
 TensorFlow's train / inference x timm went from 0.97 / 0.81 to 1.06 / 0.86
 and then 1.19 / 0.97 in float32, and from 0.65 / 0.49 to 0.87 / 0.73 and
 then 1.01 / 1.00 in bfloat16 (timm under autocast).
+(Those x timm figures had timm under `OMP_WAIT_POLICY=PASSIVE`, 1.3-1.4x
+slower than its default: see `vision.py`. The A/B ratios above stand.)
 
 The outputs differ by float32 rounding only (the same formulas): the tests
 that pin outputs (timm parity) pass unchanged.
