@@ -77,6 +77,17 @@ def test_float64_stays_float64():
     np.testing.assert_allclose(outputs, reference(x), rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.skipif(BACKEND != "jax", reason="JAX's x64 mode")
+def test_jax_float64_stays_float64_and_exact():
+    import jax
+
+    x = inputs().astype("float64") * 1.1
+    with jax.enable_x64(True):
+        outputs = np.asarray(gelu(jax.numpy.asarray(x)))
+    assert outputs.dtype == np.float64
+    np.testing.assert_allclose(outputs, reference(x), rtol=1e-12, atol=1e-14)
+
+
 def test_a_replaced_keras_gelu_runs_instead():
     original = keras.activations.gelu
     keras.activations.gelu = lambda x, approximate=False: x * 0 + 7.0
