@@ -41,6 +41,8 @@ Keras' layers; `masked_lm_speed_xeon_amx_tensorflow.json`, 3 rounds).
 JAX on the same machine after the JAX functions (`jax_functions.py`:
 the GELU and the token product's gradient), 3 rounds, one run
 (`masked_lm_speed_xeon_amx_jax.json`): 0.70 / 0.91 x BERT.
+TensorFlow after the `tf.matmul` token product (ff44710), one run
+(`masked_lm_speed_xeon_amx_tf_matmul_tensorflow.json`): 0.81 / 0.86.
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
