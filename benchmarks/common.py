@@ -279,6 +279,16 @@ def ab_row(baseline, candidate, baseline_name, candidate_name):
     }
 
 
+def finish_report(run, rows, columns, name, **fields):
+    """Prints `run`'s description and `rows` as a table of `columns`, and
+    writes them with `fields` to `benchmarks/results/<name>.json`."""
+    print(describe(run))
+    print_table(rows, columns)
+    report = dict(run, **fields)
+    report["rows"] = rows
+    print(f"results: {write_results(name, report)}")
+
+
 def print_table(rows, columns):
     """Prints `rows` (dicts) as a Markdown table of `columns`."""
 

@@ -259,7 +259,6 @@ def main():
                             shape="gmlp_ti16",
                         )
                     )
-    print(common.describe(run))
     columns = [
         "shape",
         "measure",
@@ -270,11 +269,14 @@ def main():
         "rounds_min",
         "rounds_max",
     ]
-    common.print_table(rows, columns)
-    report = dict(run, rounds=args.rounds, batch_size=args.batch_size)
-    report["rows"] = rows
-    path = common.write_results(f"jax_functions_{run['backend']}", report)
-    print(f"results: {path}")
+    common.finish_report(
+        run,
+        rows,
+        columns,
+        f"jax_functions_{run['backend']}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+    )
 
 
 if __name__ == "__main__":

@@ -113,8 +113,8 @@ def main():
                 "keras_gmlp",
             )
             rows.append(dict(row, precision=precision, step=mode))
-    print(common.describe(run))
-    common.print_table(
+    common.finish_report(
+        run,
         rows,
         [
             "precision",
@@ -125,10 +125,10 @@ def main():
             "rounds_min",
             "rounds_max",
         ],
+        "torch_layer_norm_torch",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
     )
-    report = dict(run, rounds=args.rounds, batch_size=args.batch_size)
-    report["rows"] = rows
-    print(f"results: {common.write_results('torch_layer_norm_torch', report)}")
 
 
 if __name__ == "__main__":

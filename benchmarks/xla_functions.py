@@ -219,7 +219,6 @@ def main():
             times = common.alternate(functions, args.rounds)
             for row in ratios(times, ["train", "infer"]):
                 rows.append(dict(row, precision=precision, shape="gmlp_ti16"))
-    print(common.describe(run))
     columns = [
         "shape",
         "measure",
@@ -230,11 +229,14 @@ def main():
         "rounds_min",
         "rounds_max",
     ]
-    common.print_table(rows, columns)
-    report = dict(run, rounds=args.rounds, batch_size=args.batch_size)
-    report["rows"] = rows
-    path = common.write_results(f"xla_functions_{run['backend']}", report)
-    print(f"results: {path}")
+    common.finish_report(
+        run,
+        rows,
+        columns,
+        f"xla_functions_{run['backend']}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+    )
 
 
 if __name__ == "__main__":
