@@ -1,5 +1,5 @@
-"""A/B under JAX: the block's GELU and the spatial token product, JAX's own
-vs hand-written functions.
+"""A/B under JAX: the block's GELU, the spatial token product and the bias
+adds, JAX's own vs hand-written functions.
 
 Issue 12. Found with `jax.profiler` traces of a gMLP-Ti/16 training step
 (batch 8, float32, an idle 2-core Xeon with AVX-512, AVX512-BF16 and AMX;
@@ -30,41 +30,62 @@ faster than `erfc` forward, was the first try; a SavedModel exported
 from JAX cannot hold it: it serialises as a StableHLO composite that
 TensorFlow's deserialiser does not know.)
 
-The baseline is the previous code: `keras.activations.gelu` and, in
-training, the einsum (inference already used the batched product).
-Variants: `keras` (the baseline), `gelu` (the GELU only), `product` (the
-product only), `both` (the package's code). Each variant's functions are
-traced with its pieces in place (module attributes patched), then timed
-in interleaved rounds (`common.alternate`); `x keras` is the baseline's
-seconds over the variant's (above 1: faster).
+A later trace, of a `mixed_bfloat16` step: 91 `reduce-window` thunks,
+170-220 ms of an 800 ms step. They are the bias gradients (fc1's, fc2's
+and the unit's per-token bias in each block, and the head's): JAX's
+transpose of the broadcast bias add is a bfloat16 `reduce_sum`, which
+XLA:CPU upcasts and splits into a reduce-window it runs slowly: 2.7 ms
+for `(8, 196, 768)` against 0.16 ms for `jnp.sum(..., dtype=float32)`.
+`keras_gmlp.layers.bias_add.bias_add` (the unit's bias, and
+`keras_gmlp.layers.Dense`'s under JAX) sums that gradient in float32
+under a `custom_vjp` when the compute dtype is bfloat16 or float16 (one
+rounding, as before; float32 takes the plain add).
+
+The baseline is the code before these functions: `keras.activations.gelu`,
+in training the einsum (inference already used the batched product), and
+the plain bias add. Variants (`VARIANT_PIECES`): `keras` (the baseline),
+`gelu` (the GELU only), `product` (the product only), `both` (GELU and
+product), `all` (the package's code: both and the bias add); `all vs
+both` rows take `both` as their baseline, the bias add alone. Each
+variant's functions are traced with its pieces in place (module
+attributes patched), then timed in interleaved rounds
+(`common.alternate`); `x keras` is the baseline's seconds over the
+variant's (above 1: faster).
 
 Measures: `op` (the GELU on `(batch, 196, channels)`, forward and
-forward plus gradient; the token product of gMLP-Ti and gMLP-S widths)
-and `model` (a gMLP-Ti/16 classifier's `train_on_batch` and
-`predict_on_batch`, AdamW, batch 8, 224 px, float32 and mixed_bfloat16).
+forward plus gradient; the token product of gMLP-Ti and gMLP-S widths;
+the bias add of gMLP-Ti's fc2 and fc1 widths) and `model` (a gMLP-Ti/16
+classifier's `train_on_batch` and `predict_on_batch`, AdamW, batch 8,
+224 px, float32 and mixed_bfloat16).
 
 Measured (the same Xeon, idle but for this run, 5 rounds, medians, the
-rounds' range in brackets; `jax_functions_jax.json`), x keras:
+rounds' range in brackets; `jax_functions_jax.json`, `--variants keras
+both all`), x keras:
 
 | measure | float32 | mixed_bfloat16 |
 |---|---|---|
-| GELU fwd, 768 / 1536 channels | 1.35 / 1.43 | 1.71 / 1.70 |
-| GELU fwd+bwd, 768 / 1536 | 1.15 / 1.14 | 2.63 / 1.20 |
-| product fwd, 384 / 768 channels | 1.27 / 1.43 | 1.14 / 1.37 |
-| product fwd+bwd, 384 / 768 | 1.13 / 1.37 | 1.35 / 1.48 |
-| gMLP-Ti train, GELU only | 0.98 | 1.02 |
-| gMLP-Ti train, product only | 1.05 | 1.09 |
-| gMLP-Ti train, both | 1.06 (1.03-1.09) | 1.07 (1.03-1.13) |
-| gMLP-Ti infer, GELU only | 1.10 | 1.12 |
-| gMLP-Ti infer, product only | 0.99 | 1.01 |
-| gMLP-Ti infer, both | 1.11 (1.02-1.12) | 1.09 (1.08-1.15) |
+| GELU fwd, 768 / 1536 channels | 1.28 / 1.32 | 1.68 / 1.74 |
+| GELU fwd+bwd, 768 / 1536 | 1.08 / 1.05 | 2.76 / 3.08 |
+| product fwd, 384 / 768 channels | 1.21 / 1.10 | 1.14 / 1.47 |
+| product fwd+bwd, 384 / 768 | 1.18 / 1.30 | 1.57 / 2.06 |
+| bias add fwd, 128 / 768 channels | 1.05 / 0.94 | 1.02 / 1.02 |
+| bias add fwd+bwd, 128 / 768 | 1.00 / 1.02 | 2.82 / 3.75 |
+| gMLP-Ti train, both | 1.08 (1.01-1.16) | 1.06 (1.03-1.09) |
+| gMLP-Ti train, all | 1.06 (1.03-1.19) | 1.27 (1.21-1.34) |
+| gMLP-Ti train, all vs both | 1.01 (0.95-1.02) | 1.19 (1.16-1.24) |
+| gMLP-Ti infer, both | 1.10 (1.08-1.13) | 1.10 (1.06-1.13) |
+| gMLP-Ti infer, all vs both | 1.00 (0.95-1.00) | 0.99 (0.94-1.03) |
 
-(The product in inference was batched before too: the same forward.) In
+An earlier run with every variant (before the bias add): gMLP-Ti train,
+GELU only 0.98 / 1.02, product only 1.05 / 1.09; infer, GELU only 1.10
+/ 1.12, product only 0.99 / 1.01 (float32 / mixed_bfloat16). (The
+product in inference was batched before too: the same forward.) In
 training the GELU's gain is within the rounds' spread: its backward pass
 recomputes the exponential the forward pass had.
 
 Usage:
-    KERAS_BACKEND=jax python benchmarks/jax_functions.py --rounds 5
+    KERAS_BACKEND=jax python benchmarks/jax_functions.py --rounds 5 \
+        --variants keras both all
 Results: benchmarks/results/jax_functions_jax.json
 """
 
@@ -78,8 +99,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import common  # noqa: E402
 
 BASELINE = "keras"
-VARIANTS = ("keras", "gelu", "product", "both")
 PRECISIONS = ("float32", "mixed_bfloat16")
+# `all` against `both`: the bias adds alone, the rest in place.
+STEPWISE = {"all": "both"}
 
 
 def keras_gelu(x):
@@ -105,21 +127,45 @@ def broadcast_product(weight, v, bias, batched=False):
     return ops.matmul(ops.broadcast_to(weight, shape), v) + bias[:, None]
 
 
+# Each variant's hand-written pieces; the others are JAX's own.
+VARIANT_PIECES = {
+    "keras": (),
+    "gelu": ("gelu",),
+    "product": ("product",),
+    "both": ("gelu", "product"),
+    "all": ("gelu", "product", "bias_add"),
+}
+
+
+def plain_bias_add(x, bias, axis=-1):
+    """The previous bias add: JAX's own gradient of the broadcast."""
+    from keras import ops
+
+    return x + ops.reshape(bias, (-1,) + (1,) * (-axis - 1))
+
+
 @contextlib.contextmanager
 def variant(name, training):
-    """Patches the block's GELU and the unit's token product to `name`'s."""
+    """Patches the block's GELU, the unit's token product and the bias
+    adds (the Dense layers' and the unit's) to `name`'s."""
+    from keras_gmlp.layers import dense
     from keras_gmlp.layers import gmlp_block
     from keras_gmlp.layers import spatial_gating_unit as unit
 
-    saved = gmlp_block.gelu, unit.token_product
-    if name in ("keras", "product"):
+    pieces = VARIANT_PIECES[name]
+    saved = gmlp_block.gelu, unit.token_product, unit.bias_add, dense.bias_add
+    if "gelu" not in pieces:
         gmlp_block.gelu = keras_gelu
-    if name in ("keras", "gelu"):
+    if "product" not in pieces:
         unit.token_product = einsum_product if training else broadcast_product
+    if "bias_add" not in pieces:
+        unit.bias_add = dense.bias_add = plain_bias_add
     try:
         yield
     finally:
-        gmlp_block.gelu, unit.token_product = saved
+        gmlp_block.gelu, unit.token_product, unit.bias_add, dense.bias_add = (
+            saved
+        )
 
 
 def op_functions(batch_size, precision):
@@ -129,6 +175,7 @@ def op_functions(batch_size, precision):
     import jax.numpy as jnp
     import numpy as np
 
+    from keras_gmlp.layers import bias_add
     from keras_gmlp.layers import gelu as gelu_module
     from keras_gmlp.layers import spatial_gating_unit as unit
 
@@ -153,6 +200,11 @@ def op_functions(batch_size, precision):
         }
         for form, function in products.items():
             cases[f"product {channels} {form}"] = (function, (weight, v, bias))
+    for channels in (128, 768):
+        x, bias = array(batch_size, 196, channels), array(channels)
+        adds = {"keras": plain_bias_add, "candidate": bias_add.bias_add}
+        for form, function in adds.items():
+            cases[f"bias_add {channels} {form}"] = (function, (x, bias))
     functions = {}
     for name, (function, arguments) in cases.items():
         measure, form = name.rsplit(" ", 1)
@@ -206,7 +258,10 @@ def main():
         "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
     )
     parser.add_argument(
-        "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
+        "--variants",
+        nargs="+",
+        default=list(VARIANT_PIECES),
+        choices=list(VARIANT_PIECES),
     )
     parser.add_argument(
         "--no-model", action="store_true", help="the op measures only"
@@ -255,6 +310,23 @@ def main():
                         dict(
                             row,
                             measure=f"{step} {name}",
+                            precision=precision,
+                            shape="gmlp_ti16",
+                        )
+                    )
+                for name, before in STEPWISE.items():
+                    if name not in variants or before not in variants:
+                        continue
+                    row = common.ab_row(
+                        times[f"{step} {before}"],
+                        times[f"{step} {name}"],
+                        "keras",
+                        "candidate",
+                    )
+                    rows.append(
+                        dict(
+                            row,
+                            measure=f"{step} {name} vs {before}",
                             precision=precision,
                             shape="gmlp_ti16",
                         )

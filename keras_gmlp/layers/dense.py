@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from keras_gmlp.layers.bias_add import bias_add
+
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class Dense(keras.layers.Dense):
@@ -13,9 +15,11 @@ class Dense(keras.layers.Dense):
     `torch.nn.functional.linear`, one `addmm` for the product and the bias,
     where Keras' own call is a matmul and then an add: one pass over the
     output less in each direction and one output-sized temporary less
-    (`benchmarks/vision.py` and `benchmarks/memory.py` measure it). Other
-    backends, which fuse the add themselves (XLA, Grappler), and every
-    other configuration run Keras' own call.
+    (`benchmarks/vision.py` and `benchmarks/memory.py` measure it). Under
+    JAX it adds the bias with `keras_gmlp.layers.bias_add.bias_add`, whose
+    gradient sums in float32 under a mixed policy. TensorFlow, which fuses
+    the add itself (Grappler), and every other configuration run Keras'
+    own call.
 
     Example:
 
@@ -30,11 +34,18 @@ class Dense(keras.layers.Dense):
 
     def call(self, inputs, training=None):
         if (
-            keras.backend.backend() != "torch"
-            or self.bias is None
+            self.bias is None
             or self.quantization_mode is not None
             or self.lora_enabled
         ):
+            return super().call(inputs, training=training)
+        if keras.backend.backend() == "jax":
+            # The bias gradient summed in float32 under a mixed policy.
+            outputs = bias_add(ops.matmul(inputs, self.kernel), self.bias)
+            if self.activation is not None:
+                outputs = self.activation(outputs)
+            return outputs
+        if keras.backend.backend() != "torch":
             return super().call(inputs, training=training)
         import torch
 

@@ -4,6 +4,7 @@ import numbers
 import keras
 from keras import ops
 
+from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 
@@ -105,7 +106,7 @@ def token_product(weight, v, bias, batched=False):
         product = ops.matmul(ops.broadcast_to(weight, shape), v)
     else:
         product = ops.einsum("ij,...jc->...ic", weight, v)
-    return product + bias[:, None]
+    return bias_add(product, bias, axis=-2)
 
 
 @functools.cache
