@@ -41,9 +41,8 @@ def bias_add(x, bias, axis=-1):
     """
     if axis >= 0:
         raise ValueError(f"`axis` must be negative; received axis={axis}.")
-    if keras.config.backend() == "jax":
-        # A variable reads in the compute dtype inside a layer's call.
-        x, bias = ops.convert_to_tensor(x), ops.convert_to_tensor(bias)
+    # A variable reads in the compute dtype inside a layer's call.
+    x, bias = ops.convert_to_tensor(x), ops.convert_to_tensor(bias)
     if (
         keras.config.backend() == "jax"
         and keras.backend.standardize_dtype(x.dtype) in LOW_PRECISION
@@ -51,7 +50,9 @@ def bias_add(x, bias, axis=-1):
         == keras.backend.standardize_dtype(x.dtype)
     ):
         return _jax_bias_add(axis)(x, bias)
-    return ops.add(x, ops.reshape(bias, (-1,) + (1,) * (-axis - 1)))
+    # Not `ops.add`: under TensorFlow it adds a `(n, 1)` bias along the
+    # last axis when that axis is `n` long too (Keras 3.15).
+    return x + ops.reshape(bias, (-1,) + (1,) * (-axis - 1))
 
 
 @functools.cache

@@ -39,10 +39,12 @@ def rounded(values, dtype):
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16"]
 
 
+# (4, 6, 6): as many tokens as channels, where `keras.ops.add` under
+# TensorFlow adds a `(6, 1)` bias along the channels.
+@pytest.mark.parametrize("shape", [(4, 50, 6), (4, 6, 6)])
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("axis", [-1, -2])
-def test_outputs_and_gradients_match_numpy(policy, axis, rng):
-    shape = (4, 50, 6)
+def test_outputs_and_gradients_match_numpy(policy, axis, shape, rng):
     x = rng.normal(size=shape).astype("float32")
     layer = BiasAdd(axis, dtype=policy)
     layer.build(shape)
