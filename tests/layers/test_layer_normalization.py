@@ -132,9 +132,10 @@ def test_another_axis_normalises_that_axis(rng):
     np.testing.assert_allclose(outputs, expected, rtol=0, atol=2e-5)
 
 
+# 6 rows, and 16: TensorFlow sums those in two stages (`column_sum`).
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 8, 5)])
 @pytest.mark.parametrize("center,scale", [(True, True), (False, False)])
-def test_gradients_match_finite_differences(center, scale, rng):
-    shape = (2, 3, 5)
+def test_gradients_match_finite_differences(center, scale, shape, rng):
     x = (1.0 + rng.normal(size=shape)).astype("float32")
     cotangent = rng.normal(size=shape).astype("float32")
     layer = built_layer(shape, rng, epsilon=1e-3, center=center, scale=scale)
@@ -163,3 +164,21 @@ def test_is_a_keras_layer_normalization_and_round_trips(rng):
     restored = keras.saving.deserialize_keras_object(config)
     assert type(restored) is LayerNormalization
     assert restored.epsilon == 1e-6
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's XLA sums")
+@pytest.mark.parametrize(
+    "shape", [(8, 3), (2, 12, 5), (3, 4, 2, 7), (7, 3), (5, 6, 4)]
+)
+def test_column_sum_is_the_sum_over_every_axis_but_the_last(shape, rng):
+    import tensorflow as tf
+
+    from keras_gmlp.layers.layer_normalization import column_sum
+
+    x = rng.normal(size=shape).astype("float32")
+    compiled = tf.function(column_sum, jit_compile=True)
+    for function in (column_sum, compiled):
+        summed = function(tf.constant(x)).numpy()
+        expected = x.astype("float64").reshape(-1, shape[-1]).sum(axis=0)
+        assert summed.shape == (shape[-1],)
+        np.testing.assert_allclose(summed, expected, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,192 @@
+"""A/B under TensorFlow: the LayerNorm's gamma and beta gradients summed
+in one reduction vs in two stages (`layer_normalization.column_sum`).
+
+Issue 12. Found with TensorFlow's profiler (xplane, per op, a gMLP-Ti/16
+training step, batch 8, an idle 2-core Xeon with AVX-512, AVX512-BF16
+and AMX): the XLA functions of `keras_gmlp.layers.LayerNormalization`
+spent 44 ms (float32) and 78 ms (mixed_bfloat16) of thread time a step
+in `reduce-window` kernels: the sums of the gamma and beta gradients over
+the `batch x tokens` rows, which XLA:CPU splits into a reduce-window and
+a reduce. Those two sums over `(8, 196, 768)` took 1.8-3.2 ms in
+TensorFlow's XLA function, 1.1-1.4 ms as TensorFlow kernels outside XLA
+(JAX's newer XLA: 0.12 ms a sum); with the interleaved row blocks added
+first (`column_sum`, 8 blocks) 0.9 ms.
+
+The baseline (`one_reduction`) is the previous code, `tf.reduce_sum`
+over every axis but the last; the candidate is the package's
+`column_sum`. Two measures, each in interleaved rounds
+(`common.alternate`), `x one_reduction` the baseline's seconds over the
+candidate's (above 1: faster):
+
+- `op`: `LayerNormalization` of a `(batch, 196, channels)` tensor with
+  its three gradients, in a `tf.function`, at gMLP-Ti's (128, 384) and
+  gMLP-S's (256, 768) widths.
+- `model`: a gMLP-Ti/16 classifier's `train_on_batch` (AdamW, batch 8,
+  224 px), one model traced with each.
+
+Measured (the same Xeon, idle but for this run, batch 8, 5 rounds,
+medians, the rounds' range in brackets;
+`layer_norm_column_sum_tensorflow.json`), x one_reduction:
+
+| measure | float32 | mixed_bfloat16 |
+|---|---|---|
+| LayerNorm fwd+bwd, 128 / 384 channels | 1.13 / 1.19 | 1.18 / 1.21 |
+| LayerNorm fwd+bwd, 256 / 768 channels | 1.14 / 1.32 | 1.10 / 1.28 |
+| gMLP-Ti train step | 1.05 (0.97-1.05) | 1.10 (1.06-1.14) |
+
+Usage:
+    KERAS_BACKEND=tensorflow python benchmarks/layer_norm_column_sum.py
+Results: benchmarks/results/layer_norm_column_sum_tensorflow.json
+"""
+
+import argparse
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "one_reduction"
+CANDIDATE = "column_sum"
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+def one_reduction(x):
+    """The previous sum: one `tf.reduce_sum` over every axis but the
+    last."""
+    import tensorflow as tf
+
+    return tf.reduce_sum(x, axis=list(range(len(x.shape) - 1)))
+
+
+@contextlib.contextmanager
+def variant(name):
+    """The LayerNorms traced in this context sum their gamma and beta
+    gradients the `name` way."""
+    from keras_gmlp.layers import layer_normalization as module
+
+    functions = module._tensorflow_layer_norm
+    sum_rows = one_reduction if name == BASELINE else module.column_sum
+    module._tensorflow_layer_norm = lambda: functions(sum_rows)
+    try:
+        yield
+    finally:
+        module._tensorflow_layer_norm = functions
+
+
+def op_functions(batch_size, precision):
+    """name -> warm callable: a LayerNorm and its gradients per width."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_gmlp.layers import LayerNormalization
+
+    rng = np.random.default_rng(0)
+    functions = {}
+    for channels in (128, 384, 256, 768):
+        shape = (batch_size, 196, channels)
+        x = tf.constant(rng.normal(size=shape), "float32")
+        upstream = tf.constant(rng.normal(size=shape), "float32")
+        for name in (BASELINE, CANDIDATE):
+            layer = LayerNormalization(epsilon=1e-6, dtype=precision)
+            layer.build(shape)
+
+            @tf.function
+            def step(x, upstream, layer=layer):
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = tf.cast(layer(x), "float32")
+                return tape.gradient(
+                    y, [x, layer.gamma.value, layer.beta.value], upstream
+                )
+
+            with variant(name):
+                step(x, upstream)
+            functions[f"op {channels} {name}"] = (
+                lambda step=step, x=x, upstream=upstream: [
+                    keras.ops.convert_to_numpy(g) for g in step(x, upstream)
+                ]
+            )
+    return functions
+
+
+def model_functions(batch_size, precision):
+    """name -> warm callable: gMLP-Ti training steps traced each way."""
+    import keras
+
+    images, labels = common.random_image_batch(batch_size, 224)
+    functions = {}
+    for name in (BASELINE, CANDIDATE):
+        keras.utils.set_random_seed(0)
+        model = common.build_image_classifier(
+            "gmlp_ti16_224", 224, "auto", precision
+        )
+        with variant(name):
+            model.train_on_batch(images, labels)
+        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
+            images, labels
+        )
+    return functions
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument(
+        "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
+    )
+    args = parser.parse_args()
+    import keras
+
+    if keras.config.backend() != "tensorflow":
+        raise SystemExit(
+            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
+            "'tensorflow': the XLA functions are TensorFlow's."
+        )
+    common.configure_threads(2)
+    run = common.header()
+    rows = []
+    for precision in args.precisions:
+        functions = op_functions(args.batch_size, precision)
+        functions.update(model_functions(args.batch_size, precision))
+        times = common.alternate(functions, args.rounds)
+        measures = dict.fromkeys(n.rsplit(" ", 1)[0] for n in functions)
+        for measure in measures:
+            row = common.ab_row(
+                times[f"{measure} {BASELINE}"],
+                times[f"{measure} {CANDIDATE}"],
+                BASELINE,
+                CANDIDATE,
+            )
+            shape = "gmlp_ti16" if measure == "train" else "op"
+            rows.append(
+                dict(row, measure=measure, precision=precision, shape=shape)
+            )
+    columns = [
+        "shape",
+        "measure",
+        "precision",
+        f"{BASELINE}_ms",
+        f"{CANDIDATE}_ms",
+        f"x_{BASELINE}",
+        "rounds_min",
+        "rounds_max",
+    ]
+    common.finish_report(
+        run,
+        rows,
+        columns,
+        f"layer_norm_column_sum_{run['backend']}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+    )
+
+
+if __name__ == "__main__":
+    main()
