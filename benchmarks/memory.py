@@ -50,7 +50,11 @@ smaller allocations than timm's (its optimizer updates variable by
 variable, the layer norm of the split gate input copies it to a
 contiguous tensor). With the threshold fixed for both processes
 (`MALLOC_MMAP_THRESHOLD_`, every large block mapped and unmapped) the
-torch step's RSS falls to 1.05x timm's, the live-tensor ratio. What
+torch step's RSS falls to 1.05x timm's, the live-tensor ratio. It is no
+remedy: the threshold maps and unmaps (and the kernel zeroes) every
+large block each step, and the Keras-torch gMLP-Ti training step (batch
+8, float32) took 0.90-0.93 s under it against 0.48 s without (the Xeon
+with AMX, two pairs of processes run in turn, 5 steps each). What
 reduced the allocations: the fused Dense (`keras_gmlp.layers.Dense`, one
 `addmm` where Keras' Dense made a matmul and an add: 434 `add`
 allocations a step, 276 MB, against timm's 30) and the batched token
