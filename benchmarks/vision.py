@@ -157,7 +157,11 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   so `keras_gmlp/backend_settings.py` was not written.
 - torch with `jit_compile=True` (torch.compile): compiling the 30-block
   training step had not finished after 14 minutes (inductor building C++
-  kernels on the loaded machine); left out unless `--torch-compile`.
+  kernels on the loaded machine); left out unless `--torch-compile`. On
+  the idle Xeon with AMX (gMLP-Ti, batch 8, float32, one process, eager
+  first): the first step took 176 s, and a step 0.430 s against eager's
+  0.462 s (1.07x; median of 5 steps, one run), too little for the
+  compile time to make it the default.
 - Per CPU-second, the TensorFlow and torch training steps are at about
   timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x (before the
   closed-form LayerNorm gradient); inference 0.75 (jax) to 0.91 (torch).
