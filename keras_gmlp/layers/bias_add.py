@@ -19,7 +19,8 @@ def bias_add(x, bias, axis=-1):
     the same sum accumulated in float32 (2.7 against 0.16 ms for
     `(8, 196, 768)`): three of those per gMLP block took about a fifth of
     a `mixed_bfloat16` gMLP-Ti training step, which is 1.19x faster with
-    this one (`benchmarks/jax_functions.py`). Every other case is the
+    this one (`benchmarks/jax_functions.py`). That case supports
+    reverse-mode gradients only (no `jax.jvp`). Every other case is the
     plain add.
 
     Args:

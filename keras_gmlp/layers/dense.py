@@ -17,7 +17,8 @@ class Dense(keras.layers.Dense):
     output less in each direction and one output-sized temporary less
     (`benchmarks/vision.py` and `benchmarks/memory.py` measure it). Under
     JAX it adds the bias with `keras_gmlp.layers.bias_add.bias_add`, whose
-    gradient sums in float32 under a mixed policy. TensorFlow, which fuses
+    gradient sums in float32 under a mixed policy (reverse mode only,
+    there). TensorFlow, which fuses
     the add itself (Grappler), and every other configuration run Keras'
     own call.
 
