@@ -34,6 +34,14 @@ medians, the rounds' range in brackets;
 | LayerNorm fwd+bwd, 256 / 768 channels | 1.14 / 1.32 | 1.10 / 1.28 |
 | gMLP-Ti train step | 1.05 (0.97-1.05) | 1.10 (1.06-1.14) |
 
+The same profile (float32 and bf16 gMLP-Ti steps, TensorFlow) led to two
+changes tried and dropped, each measured as a patched model in separate
+processes, two runs each, median of 6 steps: the Dense layers as a 2-D
+`MatMul` and `BiasAdd` (which grappler fuses) instead of Keras'
+`Tensordot` and `BiasAdd`: train 0.92-1.03x float32, 0.92-0.97x bf16;
+the unit's `Split` of its input replaced by two slices: inference
+1.03-1.07x, training 0.83-0.88x (`StridedSliceGrad` is slow).
+
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/layer_norm_column_sum.py
 Results: benchmarks/results/layer_norm_column_sum_tensorflow.json
