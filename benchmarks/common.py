@@ -279,6 +279,21 @@ def ab_row(baseline, candidate, baseline_name, candidate_name):
     }
 
 
+def ab_columns(baseline_name, candidate_name):
+    """The table columns of an A/B benchmark's rows (`ab_row`'s, with
+    their shape, measure and precision)."""
+    return [
+        "shape",
+        "measure",
+        "precision",
+        f"{baseline_name}_ms",
+        f"{candidate_name}_ms",
+        f"x_{baseline_name}",
+        "rounds_min",
+        "rounds_max",
+    ]
+
+
 def finish_report(run, rows, columns, name, **fields):
     """Prints `run`'s description and `rows` as a table of `columns`, and
     writes them with `fields` to `benchmarks/results/<name>.json`."""

@@ -316,25 +316,15 @@ def main():
         if not args.no_model:
             functions = model_functions(args.batch_size, precision, variants)
             times = common.alternate(functions, args.rounds)
+            # Each variant against the baseline, then the stepwise pairs.
+            pairs = [(BASELINE, name, name) for name in variants[1:]]
+            pairs += [
+                (before, name, f"{name} vs {before}")
+                for name, before in STEPWISE.items()
+                if name in variants and before in variants
+            ]
             for step in ("train", "infer"):
-                for name in variants[1:]:
-                    row = common.ab_row(
-                        times[f"{step} {BASELINE}"],
-                        times[f"{step} {name}"],
-                        "keras",
-                        "candidate",
-                    )
-                    rows.append(
-                        dict(
-                            row,
-                            measure=f"{step} {name}",
-                            precision=precision,
-                            shape="gmlp_ti16",
-                        )
-                    )
-                for name, before in STEPWISE.items():
-                    if name not in variants or before not in variants:
-                        continue
+                for before, name, label in pairs:
                     row = common.ab_row(
                         times[f"{step} {before}"],
                         times[f"{step} {name}"],
@@ -344,21 +334,12 @@ def main():
                     rows.append(
                         dict(
                             row,
-                            measure=f"{step} {name} vs {before}",
+                            measure=f"{step} {label}",
                             precision=precision,
                             shape="gmlp_ti16",
                         )
                     )
-    columns = [
-        "shape",
-        "measure",
-        "precision",
-        "keras_ms",
-        "candidate_ms",
-        "x_keras",
-        "rounds_min",
-        "rounds_max",
-    ]
+    columns = common.ab_columns("keras", "candidate")
     common.finish_report(
         run,
         rows,

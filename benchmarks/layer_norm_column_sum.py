@@ -176,16 +176,7 @@ def main():
             rows.append(
                 dict(row, measure=measure, precision=precision, shape=shape)
             )
-    columns = [
-        "shape",
-        "measure",
-        "precision",
-        f"{BASELINE}_ms",
-        f"{CANDIDATE}_ms",
-        f"x_{BASELINE}",
-        "rounds_min",
-        "rounds_max",
-    ]
+    columns = common.ab_columns(BASELINE, CANDIDATE)
     common.finish_report(
         run,
         rows,

@@ -219,16 +219,7 @@ def main():
             times = common.alternate(functions, args.rounds)
             for row in ratios(times, ["train", "infer"]):
                 rows.append(dict(row, precision=precision, shape="gmlp_ti16"))
-    columns = [
-        "shape",
-        "measure",
-        "precision",
-        "baseline_ms",
-        "xla_ms",
-        "x_baseline",
-        "rounds_min",
-        "rounds_max",
-    ]
+    columns = common.ab_columns("baseline", "xla")
     common.finish_report(
         run,
         rows,
