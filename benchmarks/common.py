@@ -475,6 +475,42 @@ def serve(handlers):
         answers.write(json.dumps(answer) + "\n")
 
 
+def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
+    """The flags the A/B benchmarks share; the script adds its own.
+
+    `--rounds`, `--batch-size`, `--precisions` and, with `threads`,
+    `--threads` (for `configure_threads`, which JAX does not take).
+
+    Args:
+        doc: str. The script's docstring, the help's text.
+        precisions: the dtype policies it measures (all by default).
+        rounds: int. The default of `--rounds`.
+        threads: bool. Whether it takes `--threads`.
+    """
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--batch-size", type=int, default=8)
+    if threads:
+        parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--precisions", nargs="+", default=list(precisions), choices=precisions
+    )
+    return parser
+
+
+def require_backend(expected, reason):
+    """Exits, saying why, unless Keras runs the `expected` backend."""
+    import keras
+
+    if keras.config.backend() != expected:
+        raise SystemExit(
+            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
+            f"{expected!r}: {reason}"
+        )
+
+
 def image_benchmark_parser(doc, backends_help=None):
     """The flags `vision.py` and `memory.py` share; the script adds its own.
 

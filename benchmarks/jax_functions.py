@@ -115,7 +115,6 @@ Usage:
 Results: benchmarks/results/jax_functions_jax.json
 """
 
-import argparse
 import contextlib
 import os
 import sys
@@ -275,14 +274,7 @@ def model_functions(batch_size, precision, variants):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument(
-        "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
-    )
+    parser = common.ab_benchmark_parser(__doc__, PRECISIONS, threads=False)
     parser.add_argument(
         "--variants",
         nargs="+",
@@ -296,13 +288,7 @@ def main():
         "--no-ops", action="store_true", help="the model measures only"
     )
     args = parser.parse_args()
-    import keras
-
-    if keras.config.backend() != "jax":
-        raise SystemExit(
-            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
-            "'jax': these functions are the JAX backend's."
-        )
+    common.require_backend("jax", "these functions are the JAX backend's.")
     variants = [BASELINE] + [v for v in args.variants if v != BASELINE]
     run = common.header()
     rows = []

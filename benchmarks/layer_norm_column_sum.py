@@ -47,7 +47,6 @@ Usage:
 Results: benchmarks/results/layer_norm_column_sum_tensorflow.json
 """
 
-import argparse
 import contextlib
 import os
 import sys
@@ -141,23 +140,9 @@ def model_functions(batch_size, precision):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument(
-        "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
-    )
-    args = parser.parse_args()
-    import keras
-
-    if keras.config.backend() != "tensorflow":
-        raise SystemExit(
-            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
-            "'tensorflow': the XLA functions are TensorFlow's."
-        )
-    common.configure_threads(2)
+    args = common.ab_benchmark_parser(__doc__, PRECISIONS).parse_args()
+    common.require_backend("tensorflow", "the XLA functions are TensorFlow's.")
+    common.configure_threads(args.threads)
     run = common.header()
     rows = []
     for precision in args.precisions:

@@ -35,7 +35,6 @@ Usage:
 Results: benchmarks/results/torch_layer_norm_torch.json
 """
 
-import argparse
 import os
 import sys
 
@@ -61,25 +60,11 @@ def use_variant(variant, original):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
-    )
+    parser = common.ab_benchmark_parser(__doc__, PRECISIONS, rounds=8)
     args = parser.parse_args()
-    import keras
-
+    common.require_backend("torch", "the one-kernel LayerNorm is torch's.")
     from keras_gmlp.layers import LayerNormalization
 
-    if keras.config.backend() != "torch":
-        raise SystemExit(
-            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
-            "'torch'."
-        )
     common.configure_threads(args.threads)
     run = common.header()
     original = LayerNormalization._torch_call

@@ -65,7 +65,6 @@ Usage:
 Results: benchmarks/results/xla_functions_tensorflow.json
 """
 
-import argparse
 import os
 import sys
 
@@ -177,27 +176,12 @@ def ratios(times, measures):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS
-    )
+    parser = common.ab_benchmark_parser(__doc__, PRECISIONS)
     parser.add_argument(
         "--no-model", action="store_true", help="the op measures only"
     )
     args = parser.parse_args()
-    import keras
-
-    if keras.config.backend() != "tensorflow":
-        raise SystemExit(
-            "Received KERAS_BACKEND="
-            f"{keras.config.backend()!r}; expected 'tensorflow': the XLA "
-            "GELU is TensorFlow's only."
-        )
+    common.require_backend("tensorflow", "the XLA functions are TensorFlow's.")
     common.configure_threads(args.threads)
     run = common.header()
     rows = []
