@@ -18,21 +18,25 @@ def gelu(x):
     `keras.activations.gelu(x, approximate=False)` under torch. Under
     TensorFlow, whose own kernel (`erfc` and the ops around it, one pass
     over memory each) took a third of a gMLP-Ti inference step in float32
-    and more than half in bfloat16, it is the same
-    `0.5 x erfc(-x / sqrt(2))`, in float32 at least, with the closed-form
-    gradient `Phi(x) + x phi(x)`, each an XLA-compiled function: 2.0-2.3
-    times faster forward and 2.1-2.4 times forward and backward in
-    float32, 4.0-4.9 and 3.5-3.9 times in bfloat16; a gMLP-Ti step, with
-    the GELU alone changed, 1.05 times faster in float32, 1.3 (training)
-    and 1.5 times (inference) in bfloat16
-    (`benchmarks/xla_functions.py`). Under JAX, where XLA expands `erfc`
-    into two branches and a select, `Phi` comes from Abramowitz and
+    and more than half in bfloat16, it is the same function, in float32 at
+    least, with the closed-form gradient `Phi(x) + x phi(x)`, each an
+    XLA-compiled function: 2.0-2.3 times faster forward and 2.1-2.4 times
+    forward and backward in float32, 4.0-4.9 and 3.5-3.9 times in
+    bfloat16; a gMLP-Ti step, with the GELU alone changed, 1.05 times
+    faster in float32, 1.3 (training) and 1.5 times (inference) in
+    bfloat16 (`benchmarks/xla_functions.py`, with `0.5 erfc(-x /
+    sqrt(2))` for `Phi`). XLA expands `erfc` into two branches and a
+    select, so under JAX and TensorFlow `Phi` comes from Abramowitz and
     Stegun's erfc (formula 7.1.26: one exponential, shared with the
-    gradient's density, absolute error below 1.5e-7), in float32 at least,
-    with the same closed-form gradient (a `jax.custom_vjp`): 1.35-1.7
-    times faster forward, gMLP-Ti inference 1.1 times
-    (`benchmarks/jax_functions.py`); float64 inputs (JAX's x64 mode) take
-    Keras' GELU. The outputs differ by float32 rounding.
+    gradient's density, absolute error below 1.5e-7;
+    `normal_cdf_and_density`), in float32 at least. Under JAX (a
+    `jax.custom_vjp` with the same gradient) 1.35-1.7 times faster than
+    `erfc` forward, gMLP-Ti inference 1.1 times
+    (`benchmarks/jax_functions.py`); under TensorFlow 1.3-1.4 times forward
+    and backward, gMLP-Ti training 1.12 (float32) and 1.07 times
+    (bfloat16) (`benchmarks/gelu_formula.py`). float64 inputs take Keras'
+    GELU (JAX's x64 mode) or `erfc` (TensorFlow). The outputs differ by
+    float32 rounding.
 
     Inside `keras_gmlp.layers.xla_functions.portable_ops()` (exports) it is
     TensorFlow's own op; when `keras.activations.gelu` has been replaced
@@ -66,13 +70,24 @@ _ERFC_COEFFICIENTS = (
 )
 
 
+def normal_cdf_and_density(y, exp, absolute, where):
+    """`Phi(y)` and `phi(y)` from Abramowitz and Stegun's erfc, sharing
+    one exponential; `exp`, `absolute` and `where` are the backend's."""
+    sqrt_half = 1.0 / math.sqrt(2.0)
+    gaussian = exp(-0.5 * y * y)
+    t = 1.0 / (1.0 + _ERFC_P * sqrt_half * absolute(y))
+    polynomial = 0.0
+    for coefficient in reversed(_ERFC_COEFFICIENTS):
+        polynomial = (polynomial + coefficient) * t
+    tail = 0.5 * polynomial * gaussian  # Phi(-|y|)
+    cdf = where(y >= 0, 1.0 - tail, tail)
+    return cdf, gaussian / math.sqrt(2.0 * math.pi)
+
+
 @functools.cache
 def _jax_gelu():
     import jax
     import jax.numpy as jnp
-
-    sqrt_half = 1.0 / math.sqrt(2.0)
-    inverse_sqrt_two_pi = 1.0 / math.sqrt(2.0 * math.pi)
 
     def widen(x):
         if x.dtype in (jnp.float16, jnp.bfloat16):
@@ -80,15 +95,7 @@ def _jax_gelu():
         return x
 
     def cdf_and_density(y):
-        """`Phi(y)` and `phi(y)`, sharing one exponential."""
-        gaussian = jnp.exp(-0.5 * y * y)
-        t = 1.0 / (1.0 + _ERFC_P * sqrt_half * jnp.abs(y))
-        polynomial = 0.0
-        for coefficient in reversed(_ERFC_COEFFICIENTS):
-            polynomial = (polynomial + coefficient) * t
-        tail = 0.5 * polynomial * gaussian  # Phi(-|y|)
-        cdf = jnp.where(y >= 0, 1.0 - tail, tail)
-        return cdf, inverse_sqrt_two_pi * gaussian
+        return normal_cdf_and_density(y, jnp.exp, jnp.abs, jnp.where)
 
     @jax.custom_vjp
     def exact_gelu(x):
@@ -115,23 +122,39 @@ def _jax_gelu():
     return call
 
 
-@functools.cache
-def _tensorflow_gelu():
+def tensorflow_erfc_cdf_and_density(y):
+    """`Phi(y)` through TensorFlow's `erfc`, `phi(y)` through its own
+    exponential: exact to the dtype's rounding."""
     import tensorflow as tf
 
-    sqrt_half = 1.0 / math.sqrt(2.0)
-    inverse_sqrt_two_pi = 1.0 / math.sqrt(2.0 * math.pi)
+    cdf = 0.5 * tf.math.erfc(-y / math.sqrt(2.0))
+    return cdf, tf.exp(-0.5 * y * y) / math.sqrt(2.0 * math.pi)
+
+
+def _tensorflow_cdf_and_density(y):
+    import tensorflow as tf
+
+    if y.dtype == tf.float64:  # more than 1.5e-7 asked
+        return tensorflow_erfc_cdf_and_density(y)
+    return normal_cdf_and_density(y, tf.exp, tf.abs, tf.where)
+
+
+@functools.cache
+def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
+    """The TensorFlow GELU; `cdf_and_density(y)` gives `(Phi(y), phi(y))`
+    (`benchmarks/gelu_formula.py` passes `tensorflow_erfc_cdf_and_density`,
+    the previous form)."""
+    import tensorflow as tf
 
     @tf.function(jit_compile=True, autograph=False)
     def forward(x):
         y = widened(x)
-        return tf.cast(0.5 * y * tf.math.erfc(-sqrt_half * y), x.dtype)
+        return tf.cast(y * cdf_and_density(y)[0], x.dtype)
 
     @tf.function(jit_compile=True, autograph=False)
     def backward(x, upstream):
         y = widened(x)
-        cdf = 0.5 * tf.math.erfc(-sqrt_half * y)
-        density = inverse_sqrt_two_pi * tf.exp(-0.5 * y * y)
+        cdf, density = cdf_and_density(y)
         derivative = cdf + y * density
         return tf.cast(tf.cast(upstream, y.dtype) * derivative, x.dtype)
 

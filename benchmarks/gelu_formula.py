@@ -1,0 +1,179 @@
+"""A/B under TensorFlow: the XLA GELU's normal CDF through `erfc` vs
+through Abramowitz and Stegun's erfc with one shared exponential.
+
+Issue 12. Found with TensorFlow's profiler (xplane, per op; gMLP-Ti/16,
+batch 8, an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16): the XLA
+functions of the block's GELU (`keras_gmlp.layers.gelu`), forward and
+backward, were the largest cost after the matmuls, about 100 of the
+~900 thread-ms of a `mixed_bfloat16` training step, more than the
+`BiasAddGrad`s (47) and the gating's `Mul`s (45). XLA expands `erfc` into
+two branches and a select, and the gradient took `exp` once more for the
+density. JAX's GELU had moved to Abramowitz and Stegun's formula 7.1.26
+for the same reason (`jax_functions.py`; absolute error below 1.5e-7);
+TensorFlow's now shares it (`gelu.normal_cdf_and_density`).
+
+The baseline (`erfc`) is the previous code, `Phi(y) = 0.5 erfc(-y /
+sqrt(2))` and `phi(y)` from its own `exp`; the candidate (`one_exp`) the
+package's. Two measures, each in interleaved rounds (`common.alternate`),
+`x erfc` the baseline's seconds over the candidate's (above 1: faster):
+
+- `op`: the GELU of a `(batch, 196, channels)` tensor in a `tf.function`,
+  forward (`fwd`) and forward plus the gradient (`fwd+bwd`), at gMLP-Ti's
+  768 and gMLP-S's 1536 channels.
+- `model`: a gMLP-Ti/16 classifier's `train_on_batch` and
+  `predict_on_batch` (AdamW, batch 8, 224 px), one model traced with
+  each.
+
+Measured (the same AMD EPYC, idle but for this run, batch 8, 5 rounds,
+medians, the rounds' range in brackets; `gelu_formula_tensorflow.json`),
+x erfc:
+
+| measure | float32 | mixed_bfloat16 |
+|---|---|---|
+| GELU fwd, 768 / 1536 channels | 1.32 / 1.35 | 1.14 / 1.12 |
+| GELU fwd+bwd, 768 / 1536 channels | 1.39 / 1.32 | 1.29 / 1.27 |
+| gMLP-Ti train step | 1.12 (1.07-1.23) | 1.07 (1.01-1.25) |
+| gMLP-Ti inference step | 1.03 (0.98-1.06) | 1.04 (0.96-1.05) |
+
+The outputs differ from the `erfc` form by float32 rounding (1.5e-7
+absolute in `Phi`): the tests that pin outputs pass unchanged. float64
+inputs keep the `erfc` form.
+
+Usage:
+    KERAS_BACKEND=tensorflow python benchmarks/gelu_formula.py
+Results: benchmarks/results/gelu_formula_tensorflow.json
+"""
+
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "erfc"
+CANDIDATE = "one_exp"
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+@contextlib.contextmanager
+def variant(name):
+    """The GELUs traced in this context take the `name` form."""
+    from keras_gmlp.layers import gelu as module
+
+    functions = module._tensorflow_gelu
+    if name == BASELINE:
+        module._tensorflow_gelu = lambda: functions(
+            module.tensorflow_erfc_cdf_and_density
+        )
+    try:
+        yield
+    finally:
+        module._tensorflow_gelu = functions
+
+
+def op_functions(batch_size):
+    """name -> warm callable: the GELU, and with its gradient, per width."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from keras_gmlp.layers.gelu import gelu
+
+    rng = np.random.default_rng(0)
+    functions = {}
+    for channels in (768, 1536):
+        shape = (batch_size, 196, channels)
+        x = tf.constant(rng.normal(size=shape), keras.config.floatx())
+        upstream = tf.constant(rng.normal(size=shape), x.dtype)
+        for name in (BASELINE, CANDIDATE):
+
+            @tf.function
+            def forward(x):
+                return gelu(x)
+
+            @tf.function
+            def both(x, upstream):
+                with tf.GradientTape() as tape:
+                    tape.watch(x)
+                    y = gelu(x)
+                return y, tape.gradient(y, x, upstream)
+
+            with variant(name):
+                forward(x)
+                both(x, upstream)
+            functions[f"op {channels} fwd {name}"] = lambda f=forward, x=x: (
+                keras.ops.convert_to_numpy(f(x))
+            )
+            functions[f"op {channels} fwd+bwd {name}"] = (
+                lambda f=both, x=x, u=upstream: [
+                    keras.ops.convert_to_numpy(t) for t in f(x, u)
+                ]
+            )
+    return functions
+
+
+def model_functions(batch_size, precision):
+    """name -> warm callable: gMLP-Ti steps traced each way."""
+    import keras
+
+    images, labels = common.random_image_batch(batch_size, 224)
+    functions = {}
+    for name in (BASELINE, CANDIDATE):
+        keras.utils.set_random_seed(0)
+        model = common.build_image_classifier(
+            "gmlp_ti16_224", 224, "auto", precision
+        )
+        with variant(name):
+            model.train_on_batch(images, labels)
+            model.predict_on_batch(images)
+        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
+            images, labels
+        )
+        functions[f"infer {name}"] = lambda m=model: m.predict_on_batch(images)
+    return functions
+
+
+def main():
+    args = common.ab_benchmark_parser(__doc__, PRECISIONS).parse_args()
+    common.require_backend("tensorflow", "the XLA GELU is TensorFlow's.")
+    common.configure_threads(args.threads)
+    import keras
+
+    run = common.header()
+    rows = []
+    for precision in args.precisions:
+        # The op measures take the policy's compute dtype.
+        keras.config.set_floatx(
+            "bfloat16" if precision == "mixed_bfloat16" else "float32"
+        )
+        functions = op_functions(args.batch_size)
+        keras.config.set_floatx("float32")
+        functions.update(model_functions(args.batch_size, precision))
+        times = common.alternate(functions, args.rounds)
+        measures = dict.fromkeys(n.rsplit(" ", 1)[0] for n in functions)
+        for measure in measures:
+            row = common.ab_row(
+                times[f"{measure} {BASELINE}"],
+                times[f"{measure} {CANDIDATE}"],
+                BASELINE,
+                CANDIDATE,
+            )
+            shape = "op" if measure.startswith("op") else "gmlp_ti16"
+            rows.append(
+                dict(row, measure=measure, precision=precision, shape=shape)
+            )
+    columns = common.ab_columns(BASELINE, CANDIDATE)
+    common.finish_report(
+        run,
+        rows,
+        columns,
+        f"gelu_formula_{run['backend']}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+    )
+
+
+if __name__ == "__main__":
+    main()
