@@ -511,6 +511,79 @@ def require_backend(expected, reason):
         )
 
 
+def variant_model_functions(batch_size, variant, names, precision, infer):
+    """name -> warm callable: gMLP-Ti/16 classifiers' steps, one model per
+    variant, each traced (and so compiled) inside `variant(name)`.
+
+    Args:
+        batch_size: int. Images per step (224 px).
+        variant: function of a variant's name returning a context manager.
+        names: the variants' names.
+        precision: dtype policy.
+        infer: bool. `predict_on_batch` too, beside `train_on_batch`.
+
+    Returns:
+        dict `"train <name>"` (and `"infer <name>"`) -> callable.
+    """
+    import keras
+
+    images, labels = random_image_batch(batch_size, 224)
+    functions = {}
+    for name in names:
+        keras.utils.set_random_seed(0)
+        model = build_image_classifier("gmlp_ti16_224", 224, "auto", precision)
+        with variant(name):
+            model.train_on_batch(images, labels)
+            if infer:
+                model.predict_on_batch(images)
+        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
+            images, labels
+        )
+        if infer:
+            functions[f"infer {name}"] = lambda m=model: m.predict_on_batch(
+                images
+            )
+    return functions
+
+
+def run_ab(doc, name, baseline, candidate, precisions, functions, backend):
+    """The main of an A/B benchmark of one backend's code.
+
+    Parses `ab_benchmark_parser`'s flags, times `functions(batch_size,
+    precision)` (names `"<measure> <baseline>"` and `"<measure>
+    <candidate>"`; measures starting with `op` are single ops, the others
+    gMLP-Ti steps) in interleaved rounds per precision, prints the A/B
+    table and writes `benchmarks/results/<name>_<backend>.json`.
+    """
+    args = ab_benchmark_parser(doc, precisions).parse_args()
+    require_backend(backend, f"{name} measures the {backend} backend's code.")
+    configure_threads(args.threads)
+    run = header()
+    rows = []
+    for precision in args.precisions:
+        named = functions(args.batch_size, precision)
+        times = alternate(named, args.rounds)
+        for measure in dict.fromkeys(n.rsplit(" ", 1)[0] for n in named):
+            row = ab_row(
+                times[f"{measure} {baseline}"],
+                times[f"{measure} {candidate}"],
+                baseline,
+                candidate,
+            )
+            shape = "op" if measure.startswith("op") else "gmlp_ti16"
+            rows.append(
+                dict(row, measure=measure, precision=precision, shape=shape)
+            )
+    finish_report(
+        run,
+        rows,
+        ab_columns(baseline, candidate),
+        f"{name}_{run['backend']}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+    )
+
+
 def image_benchmark_parser(doc, backends_help=None):
     """The flags `vision.py` and `memory.py` share; the script adds its own.
 

@@ -39,6 +39,17 @@ The outputs differ from the `erfc` form by float32 rounding (1.5e-7
 absolute in `Phi`): the tests that pin outputs pass unchanged. float64
 inputs keep the `erfc` form.
 
+Tried after it and dropped: the unit's bias add and gating product,
+`u * (W v + b)` (the `Mul`s, `Sum` and `AddV2` of the same profile,
+about 80 thread-ms), as one XLA function with its three gradients in
+another (float32 inside, the bias gradient summed over the channels
+first). A/B in one process as here, 5 rounds, x the TensorFlow ops: the
+gate with its gradients 1.00-1.04 (float32) and 0.99-1.11 (bf16) at 768
+and 384 channels; gMLP-Ti training 0.96 (float32) and 0.99 (bf16),
+inference 0.93 and 1.12 (rounds 0.79-1.36). Each XLA call's launch costs
+about what the fused passes save, and TensorFlow's executor overlaps the
+separate ops with others.
+
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/gelu_formula.py
 Results: benchmarks/results/gelu_formula_tensorflow.json
@@ -114,66 +125,33 @@ def op_functions(batch_size):
     return functions
 
 
-def model_functions(batch_size, precision):
-    """name -> warm callable: gMLP-Ti steps traced each way."""
+def functions(batch_size, precision):
+    """name -> warm callable: the op measures, in the policy's compute
+    dtype, and the gMLP-Ti steps."""
     import keras
 
-    images, labels = common.random_image_batch(batch_size, 224)
-    functions = {}
-    for name in (BASELINE, CANDIDATE):
-        keras.utils.set_random_seed(0)
-        model = common.build_image_classifier(
-            "gmlp_ti16_224", 224, "auto", precision
-        )
-        with variant(name):
-            model.train_on_batch(images, labels)
-            model.predict_on_batch(images)
-        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
-            images, labels
-        )
-        functions[f"infer {name}"] = lambda m=model: m.predict_on_batch(images)
-    return functions
-
-
-def main():
-    args = common.ab_benchmark_parser(__doc__, PRECISIONS).parse_args()
-    common.require_backend("tensorflow", "the XLA GELU is TensorFlow's.")
-    common.configure_threads(args.threads)
-    import keras
-
-    run = common.header()
-    rows = []
-    for precision in args.precisions:
-        # The op measures take the policy's compute dtype.
-        keras.config.set_floatx(
-            "bfloat16" if precision == "mixed_bfloat16" else "float32"
-        )
-        functions = op_functions(args.batch_size)
-        keras.config.set_floatx("float32")
-        functions.update(model_functions(args.batch_size, precision))
-        times = common.alternate(functions, args.rounds)
-        measures = dict.fromkeys(n.rsplit(" ", 1)[0] for n in functions)
-        for measure in measures:
-            row = common.ab_row(
-                times[f"{measure} {BASELINE}"],
-                times[f"{measure} {CANDIDATE}"],
-                BASELINE,
-                CANDIDATE,
-            )
-            shape = "op" if measure.startswith("op") else "gmlp_ti16"
-            rows.append(
-                dict(row, measure=measure, precision=precision, shape=shape)
-            )
-    columns = common.ab_columns(BASELINE, CANDIDATE)
-    common.finish_report(
-        run,
-        rows,
-        columns,
-        f"gelu_formula_{run['backend']}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
+    keras.config.set_floatx(
+        "bfloat16" if precision == "mixed_bfloat16" else "float32"
     )
+    try:
+        named = op_functions(batch_size)
+    finally:
+        keras.config.set_floatx("float32")
+    named.update(
+        common.variant_model_functions(
+            batch_size, variant, (BASELINE, CANDIDATE), precision, infer=True
+        )
+    )
+    return named
 
 
 if __name__ == "__main__":
-    main()
+    common.run_ab(
+        __doc__,
+        "gelu_formula",
+        BASELINE,
+        CANDIDATE,
+        PRECISIONS,
+        functions,
+        "tensorflow",
+    )

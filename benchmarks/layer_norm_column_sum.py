@@ -120,57 +120,24 @@ def op_functions(batch_size, precision):
     return functions
 
 
-def model_functions(batch_size, precision):
-    """name -> warm callable: gMLP-Ti training steps traced each way."""
-    import keras
-
-    images, labels = common.random_image_batch(batch_size, 224)
-    functions = {}
-    for name in (BASELINE, CANDIDATE):
-        keras.utils.set_random_seed(0)
-        model = common.build_image_classifier(
-            "gmlp_ti16_224", 224, "auto", precision
+def functions(batch_size, precision):
+    """name -> warm callable: the op measures and gMLP-Ti training steps."""
+    named = op_functions(batch_size, precision)
+    named.update(
+        common.variant_model_functions(
+            batch_size, variant, (BASELINE, CANDIDATE), precision, infer=False
         )
-        with variant(name):
-            model.train_on_batch(images, labels)
-        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
-            images, labels
-        )
-    return functions
-
-
-def main():
-    args = common.ab_benchmark_parser(__doc__, PRECISIONS).parse_args()
-    common.require_backend("tensorflow", "the XLA functions are TensorFlow's.")
-    common.configure_threads(args.threads)
-    run = common.header()
-    rows = []
-    for precision in args.precisions:
-        functions = op_functions(args.batch_size, precision)
-        functions.update(model_functions(args.batch_size, precision))
-        times = common.alternate(functions, args.rounds)
-        measures = dict.fromkeys(n.rsplit(" ", 1)[0] for n in functions)
-        for measure in measures:
-            row = common.ab_row(
-                times[f"{measure} {BASELINE}"],
-                times[f"{measure} {CANDIDATE}"],
-                BASELINE,
-                CANDIDATE,
-            )
-            shape = "gmlp_ti16" if measure == "train" else "op"
-            rows.append(
-                dict(row, measure=measure, precision=precision, shape=shape)
-            )
-    columns = common.ab_columns(BASELINE, CANDIDATE)
-    common.finish_report(
-        run,
-        rows,
-        columns,
-        f"layer_norm_column_sum_{run['backend']}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
     )
+    return named
 
 
 if __name__ == "__main__":
-    main()
+    common.run_ab(
+        __doc__,
+        "layer_norm_column_sum",
+        BASELINE,
+        CANDIDATE,
+        PRECISIONS,
+        functions,
+        "tensorflow",
+    )
