@@ -109,6 +109,32 @@ instruction (XLA had fused a weight gradient's eight dots and their sum
 into one oneDNN graph). Process-wide flags that crash other programs'
 float32 steps are not something the package can set or offer.
 
+On an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16 (no AMX), three
+more XLA:CPU settings, each a gMLP-Ti step (batch 8) in separate
+processes, alternated, median of 6-10 steps:
+- `--xla_disable_hlo_passes=float-normalization-bf16` alone (bfloat16
+  dots left to YNNPACK): no `mixed_bfloat16` step compiles, the
+  convolution ("unsupported operand type BF16") nor, with the patch
+  embedding written as a matmul, the dots (a RET_CHECK in
+  `dot_op_emitter.cc`).
+- `--xla_cpu_prefer_vector_width=512` (XLA emits 256-bit vectors by
+  default): float32 training 1.03x (three rounds: 1.035, 1.029, 0.94),
+  inference 1.04-1.49x, `mixed_bfloat16` training 0.90x (0.89-0.96):
+  not set.
+- `--xla_cpu_experimental_ynn_fusion_type=+eltwise` and `+reduce`
+  (elementwise ops and reductions to YNNPACK too): float32 training 0.88x
+  and 0.86x (one step time each, 0.92 and 0.94 s against 0.81 s).
+
+A `jax.profiler` trace of the float32 step there: of ~840 thread-ms of
+kernels, the dots (`ynn_fusion`, `dot`) take ~500 and XLA's loop
+fusions ~340 (the GELU, the LayerNorms, the gating and their
+gradients); 480 `slice_bitcast_fusion` copies (44 thread-ms) are the
+per-image slices of the token product's weight gradient above, and 31
+broadcasts of `W` over the batch 25 thread-ms. Keras' own work between
+steps (`train_on_batch`'s `jax_state_sync`, which assigns the ~960
+variables and optimizer slots back, and the metrics) is 35-55 ms of a
+~800 ms step (cProfile).
+
 Usage:
     KERAS_BACKEND=jax python benchmarks/jax_functions.py --rounds 5 \
         --variants keras both all
