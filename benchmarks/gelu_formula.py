@@ -50,6 +50,17 @@ inference 0.93 and 1.12 (rounds 0.79-1.36). Each XLA call's launch costs
 about what the fused passes save, and TensorFlow's executor overlaps the
 separate ops with others.
 
+Then, without a new XLA call: the block's first projection leaving its
+bias to the GELU's function (added there in float32, its gradient summed
+in the gradient function with `layer_normalization.column_sum`), for
+TensorFlow's `BiasAddGrad` (39 of ~1,000 thread-ms of a float32 step, 47
+of ~900 in bfloat16) and `BiasAdd`. A/B the same way, 5 rounds: the
+projection and GELU with their gradients 0.97-0.98x (float32) and
+0.99-1.06x (bf16) at 768 and 1536 outputs; gMLP-Ti training 0.92x and
+0.95x, inference 1.09x and 1.03x, every round range spanning 1 (0.80-1.43
+at the widest). Not adopted: the sum inside XLA costs what
+`BiasAddGrad` did.
+
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/gelu_formula.py
 Results: benchmarks/results/gelu_formula_tensorflow.json
