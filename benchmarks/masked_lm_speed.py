@@ -43,6 +43,10 @@ the GELU and the token product's gradient), 3 rounds, one run
 (`masked_lm_speed_xeon_amx_jax.json`): 0.70 / 0.91 x BERT.
 TensorFlow after the `tf.matmul` token product (ff44710), one run
 (`masked_lm_speed_xeon_amx_tf_matmul_tensorflow.json`): 0.81 / 0.86.
+On an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16 (no AMX), after
+TensorFlow's Abramowitz-Stegun GELU (`gelu_formula.py`), 3 rounds, one
+run each (`masked_lm_speed_epyc_avx512_<backend>.json`): tensorflow
+0.86 / 0.80, jax 0.75 / 0.90 x BERT (n = 128 / 512).
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
