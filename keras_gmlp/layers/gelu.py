@@ -81,7 +81,7 @@ def normal_cdf_and_density(y, exp, absolute, where):
         polynomial = (polynomial + coefficient) * t
     tail = 0.5 * polynomial * gaussian  # Phi(-|y|)
     cdf = where(y >= 0, 1.0 - tail, tail)
-    return cdf, gaussian / math.sqrt(2.0 * math.pi)
+    return cdf, (1.0 / math.sqrt(2.0 * math.pi)) * gaussian
 
 
 @functools.cache
@@ -127,8 +127,8 @@ def tensorflow_erfc_cdf_and_density(y):
     exponential: exact to the dtype's rounding."""
     import tensorflow as tf
 
-    cdf = 0.5 * tf.math.erfc(-y / math.sqrt(2.0))
-    return cdf, tf.exp(-0.5 * y * y) / math.sqrt(2.0 * math.pi)
+    cdf = 0.5 * tf.math.erfc(-(1.0 / math.sqrt(2.0)) * y)
+    return cdf, (1.0 / math.sqrt(2.0 * math.pi)) * tf.exp(-0.5 * y * y)
 
 
 def _tensorflow_cdf_and_density(y):
