@@ -28,6 +28,17 @@ jit-compiled per backend, n = 4096 and 8192, 128 gated channels, batch 1;
   and memory: at n = 16384, `W`, its int32 offsets and its gradient take
   1 GiB each, which is why the default stops the materialised product at
   8192 here.
+  Building `W` without a gather (the taps rolled, tiled `n` times,
+  reshaped to `n x (2n - 2)` rows and cut to `n` columns: slices and
+  reshapes, whose gradient is a sum) was measured on an idle 2-core AMD
+  EPYC with AVX-512, `W` and its taps' gradient alone, medians of 5
+  rounds: torch 2.7-3.0x faster at n = 512 and 1024 (0.56 against 1.54
+  ms, 1.8 against 5.5 ms), JAX 1.8-2.0x (0.18 against 0.33 ms at 512);
+  but under JAX, with the product `W @ v` (32 x n x 256) in the same
+  function, XLA fused the reshapes into the dot's operand and the step
+  took 220 against 64 ms at 512 and 1.6 against 0.2 s at 1024. At the
+  masked LM's sizes (4 blocks, n = 512) torch's gain is about 4 ms of a
+  step; not adopted.
 - FFT path: two real FFTs of length L = 2n per channel, one of the taps,
   an elementwise complex product, and the token axis moved last and back
   (keras.ops FFTs act on the last axis). Under JAX the transposes cost as
