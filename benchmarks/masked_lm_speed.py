@@ -17,8 +17,18 @@ in the same rounds:
 
 Every model takes the same batch of `--batch-tokens` tokens (batch =
 batch_tokens / n), 15 % of them masked, AdamW, the recipe's loss
-(`language_model_loss`: token cross-entropy from logits),
+(`language_model_loss`: token cross-entropy from logits) and weighted
+metrics (`language_model_metrics`: accuracy and perplexity),
 `model.train_on_batch` with Keras' default `jit_compile`.
+
+A correction: until this note the gMLP (a `GMLPMaskedLM`, whose
+`compile` adds keras-hub's accuracy by default) trained with an accuracy
+metric and the BERT wrapper without one, so every gMLP step also took an
+argmax over the `(masked positions, vocabulary)` logits: under JAX one
+fusion of 11 of ~290 thread-ms at n = 128 (`jax.profiler`, an AMD EPYC
+with AVX-512). Every figure below but the last paragraph's was measured
+that way and understates the gMLP by that much
+(`tests/test_masked_lm_speed.py` now checks both train alike).
 
 Measured, `gmlp` training tokens/s over the matched BERT's (4,096 tokens
 per batch, 3 rounds, medians):
@@ -125,6 +135,7 @@ def build(name, preset, length, vocabulary_size, matched=None):
 
     from keras_gmlp.models import baselines
     from keras_gmlp.training.text_metrics import language_model_loss
+    from keras_gmlp.training.text_metrics import language_model_metrics
     from keras_gmlp.workflows import pretraining
 
     if name == BASELINE and matched:
@@ -145,8 +156,12 @@ def build(name, preset, length, vocabulary_size, matched=None):
         training_model, _, description = pretraining.build_models(
             config, vocabulary_size
         )
+    # Every model the same loss and weighted metrics, the recipe's: the
+    # gMLP task's own `compile` would add keras-hub's accuracy by default.
     training_model.compile(
-        optimizer=keras.optimizers.AdamW(1e-4), loss=language_model_loss()
+        optimizer=keras.optimizers.AdamW(1e-4),
+        loss=language_model_loss(),
+        weighted_metrics=language_model_metrics("masked"),
     )
     return training_model, description
 
