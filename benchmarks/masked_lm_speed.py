@@ -26,7 +26,7 @@ A correction: until this note the gMLP (a `GMLPMaskedLM`, whose
 metric and the BERT wrapper without one, so every gMLP step also took an
 argmax over the `(masked positions, vocabulary)` logits: under JAX one
 fusion of 11 of ~290 thread-ms at n = 128 (`jax.profiler`, an AMD EPYC
-with AVX-512). Every figure below but the last paragraph's was measured
+with AVX-512). Every figure below but the `same_metrics` run's was measured
 that way and understates the gMLP by that much
 (`tests/test_masked_lm_speed.py` now checks both train alike).
 
@@ -57,6 +57,10 @@ On an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16 (no AMX), after
 TensorFlow's Abramowitz-Stegun GELU (`gelu_formula.py`), 3 rounds, one
 run each (`masked_lm_speed_epyc_avx512_<backend>.json`): tensorflow
 0.86 / 0.80, jax 0.75 / 0.90 x BERT (n = 128 / 512).
+After the correction above (both models with the recipe's loss and
+metrics), the same machine, 3 rounds, one run each
+(`masked_lm_speed_epyc_avx512_same_metrics_<backend>.json`): tensorflow
+0.89 / 0.86, jax 0.75 / 0.86, torch 0.97 / 0.74 x BERT (n = 128 / 512).
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
