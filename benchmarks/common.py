@@ -26,6 +26,7 @@ timm one, `timm_worker.py`, which has no Keras) can import this module.
 """
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -509,6 +510,18 @@ def require_backend(expected, reason):
             f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
             f"{expected!r}: {reason}"
         )
+
+
+@contextlib.contextmanager
+def patched(module, attribute, value):
+    """`module.attribute` set to `value` inside the context, restored
+    after: what a variant's code traced in it calls."""
+    saved = getattr(module, attribute)
+    setattr(module, attribute, value)
+    try:
+        yield
+    finally:
+        setattr(module, attribute, saved)
 
 
 def variant_model_functions(batch_size, variant, names, precision, infer):

@@ -79,20 +79,18 @@ CANDIDATE = "one_exp"
 PRECISIONS = ("float32", "mixed_bfloat16")
 
 
-@contextlib.contextmanager
 def variant(name):
-    """The GELUs traced in this context take the `name` form."""
+    """A context in which the GELUs traced take the `name` form."""
     from keras_gmlp.layers import gelu as module
 
     functions = module._tensorflow_gelu
-    if name == BASELINE:
-        module._tensorflow_gelu = lambda: functions(
-            module.tensorflow_erfc_cdf_and_density
-        )
-    try:
-        yield
-    finally:
-        module._tensorflow_gelu = functions
+    if name != BASELINE:
+        return contextlib.nullcontext()
+    return common.patched(
+        module,
+        "_tensorflow_gelu",
+        lambda: functions(module.tensorflow_erfc_cdf_and_density),
+    )
 
 
 def op_functions(batch_size):

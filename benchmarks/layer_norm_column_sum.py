@@ -47,7 +47,6 @@ Usage:
 Results: benchmarks/results/layer_norm_column_sum_tensorflow.json
 """
 
-import contextlib
 import os
 import sys
 
@@ -68,19 +67,16 @@ def one_reduction(x):
     return tf.reduce_sum(x, axis=list(range(len(x.shape) - 1)))
 
 
-@contextlib.contextmanager
 def variant(name):
-    """The LayerNorms traced in this context sum their gamma and beta
+    """A context in which the LayerNorms traced sum their gamma and beta
     gradients the `name` way."""
     from keras_gmlp.layers import layer_normalization as module
 
     functions = module._tensorflow_layer_norm
     sum_rows = one_reduction if name == BASELINE else module.column_sum
-    module._tensorflow_layer_norm = lambda: functions(sum_rows)
-    try:
-        yield
-    finally:
-        module._tensorflow_layer_norm = functions
+    return common.patched(
+        module, "_tensorflow_layer_norm", lambda: functions(sum_rows)
+    )
 
 
 def op_functions(batch_size, precision):
