@@ -5,7 +5,9 @@ import functools
 import math
 
 import keras
+from keras import ops
 
+from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
@@ -56,6 +58,98 @@ def gelu(x):
     if keras.config.backend() == "jax":
         return _jax_gelu()(x)
     return keras.activations.gelu(x, approximate=False)
+
+
+def dense_gelu(dense, inputs, training=None):
+    """`gelu(dense(inputs))`: the gMLP block's first projection and GELU.
+
+    Under TensorFlow with its oneDNN kernels on, in a graph that XLA does
+    not compile and outside training, the product, the bias and the exact
+    GELU are written as the `MatMul`, `BiasAdd` and `tf.nn.gelu` of the
+    rows, which TensorFlow's graph optimiser fuses into one oneDNN kernel
+    (`_MklNativeFusedMatMul`, GELU applied to the float32 accumulator and
+    the result rounded once): no pass over the expanded activations for
+    the bias, none for the GELU. In training the GELU's input is kept for
+    the gradient, which the fusion cannot give, so `gelu` (the XLA
+    function) of the Dense runs. Measured (`benchmarks/dense_gelu.py`, an
+    AMD EPYC with AVX512-BF16): gMLP-Ti's projection and GELU 1.29x
+    (float32) and 1.33x (bfloat16) faster, its inference steps 1.08-1.11x
+    and 0.91-1.23x (two runs). The outputs differ by rounding (in bfloat16
+    the fused kernel rounds once). Eager calls, XLA-compiled steps and
+    exports (`portable_ops`) take `gelu(dense(inputs))`.
+
+    Args:
+        dense: a built `keras.layers.Dense` without activation.
+        inputs: tensor `(..., dense input channels)`.
+        training: bool or `None`. Whether the call is a training step's.
+
+    Example:
+
+    >>> from keras_gmlp.layers.gelu import dense_gelu
+    >>> dense = keras.layers.Dense(3)
+    >>> dense.build((None, 4))
+    >>> x = np.ones((2, 4), "float32")
+    >>> outputs = keras.ops.convert_to_numpy(dense_gelu(dense, x))
+    >>> expected = keras.ops.convert_to_numpy(gelu(dense(x)))
+    >>> bool(np.allclose(outputs, expected, atol=1e-6))
+    True
+    """
+    if training or not _onednn_fuses_dense_gelu(dense, inputs):
+        return gelu(direct_call(dense, inputs))
+    import tensorflow as tf
+
+    inputs = dense.dtype_policy.convert_input(
+        inputs, dense.autocast, dense.input_dtype
+    )
+    kernel = ops.cast(dense.kernel, dense.compute_dtype)
+    bias = ops.cast(dense.bias, dense.compute_dtype)
+    rows = tf.reshape(inputs, (-1, inputs.shape[-1]))
+    outputs = tf.nn.gelu(
+        tf.nn.bias_add(tf.matmul(rows, kernel), bias), approximate=False
+    )
+    shape = tf.concat([tf.shape(inputs)[:-1], tf.shape(kernel)[-1:]], 0)
+    outputs = tf.reshape(outputs, shape)
+    outputs.set_shape(inputs.shape[:-1] + (kernel.shape[-1],))
+    return outputs
+
+
+def _onednn_fuses_dense_gelu(dense, inputs):
+    """Whether `dense_gelu` can leave the product, bias and GELU to
+    TensorFlow's oneDNN fusion: a TensorFlow graph (not eager, not XLA) with
+    oneDNN on, the XLA functions allowed, Keras' GELU, and a plain float32
+    or bfloat16 Dense with a bias."""
+    if not xla_functions_enabled() or keras.activations.gelu is not (
+        _KERAS_GELU
+    ):
+        return False
+    if (
+        not dense.built
+        or dense.bias is None
+        or dense.activation not in (None, keras.activations.linear)
+        or getattr(dense, "quantization_mode", None) is not None
+        or getattr(dense, "lora_enabled", False)
+        or dense.compute_dtype not in ("float32", "bfloat16")
+        or isinstance(inputs, keras.KerasTensor)
+    ):
+        return False
+    import tensorflow as tf
+    from tensorflow.python.ops import control_flow_util
+
+    graph = tf.compat.v1.get_default_graph()
+    return (
+        _onednn_enabled()
+        and not tf.executing_eagerly()
+        and not control_flow_util.GraphOrParentsInXlaContext(graph)
+    )
+
+
+@functools.cache
+def _onednn_enabled():
+    """Whether TensorFlow runs its oneDNN kernels (`TF_ENABLE_ONEDNN_OPTS`,
+    read when TensorFlow is imported; `keras_gmlp` turns it on)."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    return bool(_pywrap_util_port.IsMklEnabled())
 
 
 # Abramowitz & Stegun 7.1.26: erfc(z) = t P(t) exp(-z^2), t = 1 / (1 + p z),

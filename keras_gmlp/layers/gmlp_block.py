@@ -4,7 +4,7 @@ from keras import ops
 from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.drop_path import DropPath
-from keras_gmlp.layers.gelu import gelu
+from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
@@ -160,7 +160,9 @@ class GMLPBlock(keras.layers.Layer):
         if padding_mask is None:
             padding_mask = mask
         normalized = direct_call(self.norm, inputs)
-        hidden = gelu(direct_call(self.channel_projection_in, normalized))
+        hidden = dense_gelu(
+            self.channel_projection_in, normalized, training=training
+        )
         attention = None
         if self.tiny_attention is not None:
             attention = self.tiny_attention(
@@ -239,7 +241,7 @@ class GMLPBlock(keras.layers.Layer):
         cache = dict(cache)
         inputs = ops.cast(inputs, self.compute_dtype)
         normalized = direct_call(self.norm, inputs)
-        hidden = gelu(direct_call(self.channel_projection_in, normalized))
+        hidden = dense_gelu(self.channel_projection_in, normalized)
         attention = None
         if self.tiny_attention is not None:
             attention, cache["tiny_attention"] = (

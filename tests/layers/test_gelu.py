@@ -1,6 +1,8 @@
 """The block's exact GELU (an XLA function under TensorFlow) against the
-normal CDF in float64 numpy: outputs, gradients, dtypes; and exports of
-the XLA functions' layers (GELU, LayerNormalization) that hold none."""
+normal CDF in float64 numpy: outputs, gradients, dtypes; the projection
+and GELU `dense_gelu` (one oneDNN kernel in TensorFlow's inference
+graphs); and exports of the XLA functions' layers (GELU,
+LayerNormalization) that hold none."""
 
 import math
 
@@ -8,6 +10,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.layers import Dense
+from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.gelu import gelu
 from keras_gmlp.layers.xla_functions import portable_ops
 from tests.gradients import gradients
@@ -163,3 +167,137 @@ def test_task_export_holds_no_xla_function(tmp_path):
     np.testing.assert_allclose(
         served.numpy(), task.predict(images, verbose=0), rtol=1e-5, atol=1e-6
     )
+
+
+class DenseGELU(keras.layers.Layer):
+    """`dense_gelu` of a Dense, as the gMLP block calls it."""
+
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.dense = Dense(units, dtype=self.dtype_policy)
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+
+    def call(self, inputs, training=None):
+        return dense_gelu(self.dense, inputs, training=training)
+
+
+def dense_gelu_model(policy, units=24, shape=(7, 16)):
+    inputs = keras.Input(shape)
+    model = keras.Model(inputs, DenseGELU(units, dtype=policy)(inputs))
+    rng = np.random.default_rng(2)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    return model
+
+
+def rounded(x, policy):
+    """`x` as the policy computes with it, in float64."""
+    if policy == "mixed_bfloat16":
+        x = keras.ops.convert_to_numpy(
+            keras.ops.cast(keras.ops.cast(x, "bfloat16"), "float32")
+        )
+    return np.asarray(x, "float64")
+
+
+def dense_gelu_reference(model, x, policy):
+    dense = model.layers[-1].dense
+    kernel = rounded(keras.ops.convert_to_numpy(dense.kernel), policy)
+    bias = rounded(keras.ops.convert_to_numpy(dense.bias), policy)
+    return reference(rounded(x, policy) @ kernel + bias)
+
+
+def assert_near_dense_gelu(outputs, expected, policy):
+    outputs = keras.ops.convert_to_numpy(keras.ops.cast(outputs, "float32"))
+    if policy == "float32":
+        np.testing.assert_allclose(outputs, expected, rtol=1e-5, atol=1e-5)
+    else:
+        # The product, the bias and the GELU rounded to bfloat16, at most
+        # once each.
+        scale = 2.0**-7 * np.abs(expected).max()
+        np.testing.assert_allclose(outputs, expected, rtol=2.0**-7, atol=scale)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("call", ["predict", "eager", "training"])
+def test_dense_gelu_is_the_gelu_of_the_projection(policy, call):
+    # `predict` runs the backend's compiled inference step: under
+    # TensorFlow (with oneDNN, the package's default) the fused kernel.
+    model = dense_gelu_model(policy)
+    x = inputs((3, 7, 16))
+    if call == "predict":
+        outputs = model.predict_on_batch(x)
+    else:
+        outputs = model(x, training=call == "training")
+    assert outputs.shape == (3, 7, 24)
+    assert keras.backend.standardize_dtype(outputs.dtype) == (
+        "float32" if policy == "float32" else "bfloat16"
+    )
+    assert_near_dense_gelu(
+        outputs, dense_gelu_reference(model, x, policy), policy
+    )
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graphs")
+def test_dense_gelu_inference_graph_is_one_fused_kernel_with_gradients():
+    import tensorflow as tf
+
+    from keras_gmlp.layers.gelu import _onednn_enabled
+
+    model = dense_gelu_model("float32")
+    layer = model.layers[-1]
+    x = tf.constant(inputs((3, 7, 16)))
+    spec = tf.TensorSpec((None, 7, 16), "float32")
+    inference = fused_products(lambda x: layer(x, training=False), spec)
+    training = fused_products(lambda x: layer(x, training=True), spec)
+    # Grappler's `_FusedMatMul`, a `_MklNativeFusedMatMul` once TensorFlow
+    # places it with oneDNN on (the package's default).
+    assert inference == (
+        [["BiasAdd", "GeluExact"]] if _onednn_enabled() else []
+    )
+    # Training keeps the GELU's input for its gradient: no GELU fused.
+    assert all("GeluExact" not in fused for fused in training), training
+
+    # Gradients through the inference graph (a custom loop calling the
+    # model without `training=True`) are TensorFlow's, and right.
+    @tf.function
+    def input_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            outputs = layer(x, training=False)
+        return tape.gradient(outputs, x)
+
+    dense = layer.dense
+    kernel = keras.ops.convert_to_numpy(dense.kernel).astype("float64")
+    before = x.numpy().astype("float64") @ kernel + dense.bias.numpy()
+    expected = reference_derivative(before) @ kernel.T
+    np.testing.assert_allclose(
+        input_gradient(x).numpy(), expected, rtol=1e-4, atol=1e-4
+    )
+
+
+def fused_products(function, spec):
+    """The `fused_ops` of each fused product in `function`'s graph after
+    TensorFlow's graph optimiser (Grappler), as a step's graph runs."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.core.protobuf import meta_graph_pb2
+    from tensorflow.python.grappler import tf_optimizer
+
+    concrete = tf.function(function).get_concrete_function(spec)
+    graph_def = concrete.graph.as_graph_def()
+    for node in graph_def.node:  # where the runtime places them
+        node.device = "/job:localhost/replica:0/task:0/device:CPU:0"
+    meta_graph = tf.compat.v1.train.export_meta_graph(
+        graph_def=graph_def, graph=concrete.graph
+    )
+    fetches = meta_graph_pb2.CollectionDef()
+    fetches.node_list.value.extend(t.name for t in concrete.outputs)
+    meta_graph.collection_def["train_op"].CopyFrom(fetches)
+    optimized = tf_optimizer.OptimizeGraph(config_pb2.ConfigProto(), meta_graph)
+    return [
+        [op.decode() for op in node.attr["fused_ops"].list.s]
+        for node in optimized.node
+        if node.op == "_FusedMatMul"
+    ]
