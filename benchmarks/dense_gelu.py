@@ -29,13 +29,14 @@ medians of per-round ratios, the rounds' range in brackets), x separate:
 
 | measure | float32 | mixed_bfloat16 |
 |---|---|---|
-| op 128 -> 768, 11 rounds | 1.29 (1.12-1.52) | 1.33 (0.73-1.56) |
-| op 256 -> 1536, 11 rounds | 1.00 (0.86-1.14) | 1.20 (1.08-1.31) |
+| op 128 -> 768, 15 / 11 rounds | 1.25 / 1.29 | 1.29 / 1.33 |
+| op 256 -> 1536, 15 / 11 rounds | 1.16 / 1.00 | 1.17 / 1.20 |
+| gMLP-Ti infer, 15 rounds | 1.11 (0.95-1.31) | 1.22 (0.58-1.34) |
 | gMLP-Ti infer, 11 rounds | 1.11 (0.96-1.27) | 1.23 (0.77-1.45) |
 | gMLP-Ti infer, 5 rounds | 1.08 (0.97-1.18) | 0.91 (0.80-1.09) |
-| gMLP-Ti train, 11 rounds | 1.00 (0.78-1.06) | 1.03 (0.78-1.14) |
+| gMLP-Ti train, 15 rounds | 1.00 (0.96-1.18) | 1.00 (0.93-1.10) |
 
-(`dense_gelu_tensorflow.json` is the 11-round run; the machine was
+(`dense_gelu_tensorflow.json` is the 15-round run; the machine was
 noisy, as the ranges show.) The profile of the bfloat16 inference step
 agrees with the larger figure: per step, the GELU's XLA fusion (18.5
 thread-ms) and the expanded bias adds (8) are gone, the fused products

@@ -72,11 +72,12 @@ def dense_gelu(dense, inputs, training=None):
     the bias, none for the GELU. In training the GELU's input is kept for
     the gradient, which the fusion cannot give, so `gelu` (the XLA
     function) of the Dense runs. Measured (`benchmarks/dense_gelu.py`, an
-    AMD EPYC with AVX512-BF16): gMLP-Ti's projection and GELU 1.29x
-    (float32) and 1.33x (bfloat16) faster, its inference steps 1.08-1.11x
-    and 0.91-1.23x (two runs). The outputs differ by rounding (in bfloat16
-    the fused kernel rounds once). Eager calls, XLA-compiled steps and
-    exports (`portable_ops`) take `gelu(dense(inputs))`.
+    AMD EPYC with AVX512-BF16): gMLP-Ti's projection and GELU 1.25-1.29x
+    (float32) and 1.29-1.33x (bfloat16) faster, its inference steps
+    1.08-1.11x and 1.22-1.23x (0.91 in the shortest of three runs). The
+    outputs differ by rounding (in bfloat16 the fused kernel rounds once).
+    Eager calls, XLA-compiled steps and exports (`portable_ops`) take
+    `gelu(dense(inputs))`.
 
     Args:
         dense: a built `keras.layers.Dense` without activation.
