@@ -61,6 +61,10 @@ After the correction above (both models with the recipe's loss and
 metrics), the same machine, 3 rounds, one run each
 (`masked_lm_speed_epyc_avx512_same_metrics_<backend>.json`): tensorflow
 0.89 / 0.86, jax 0.75 / 0.86, torch 0.97 / 0.74 x BERT (n = 128 / 512).
+JAX again after its token product without the broadcast `W`
+(`jax_token_product.py`), two runs, 3 and 5 rounds
+(`masked_lm_speed_epyc_avx512_jax_token_product_jax.json` is the
+second): 0.85 / 0.84, then 0.78 / 0.95.
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
