@@ -35,6 +35,10 @@ brackets; `jax_token_product_jax.json`), x broadcast:
 Alone the new product is no faster (its output's transpose is a copy
 there, and with the gradients slower); in the model XLA fuses that
 transpose into the ops reading it, and the steps gain.
+Tried after it and not adopted: the forward keeping `v` in its dot's
+`(m, batch x c)` layout as the residual, and the weight gradient as one
+dot of `g` and `v` in that layout (no per-image slices): gMLP-Ti
+float32 training 0.98x (0.85-1.08, 9 rounds).
 Measured before this script (the same EPYC, the two products patched
 into one process, interleaved rounds, medians, x broadcast): float32
 training 1.02 (7 rounds) and 1.04 (11), inference 1.13 and 1.08;

@@ -61,8 +61,14 @@ allocations a step, 276 MB, against timm's 30) and the batched token
 product (the einsum copied `v` twice per block into a permuted layout).
 The first took the steady step from 1.38x to 1.29x; the second moved it
 within the runs' spread (1.26-1.29x). JAX's buffers are
-XLA's: the threshold does not move them. Recomputing blocks in the
-backward pass (Keras' `RematScope`) would trade memory for time.
+XLA's: the threshold does not move them. The other way, glibc's
+thresholds raised for the torch step (`MALLOC_MMAP_THRESHOLD_=256 MiB`,
+`MALLOC_TRIM_THRESHOLD_=1 GiB`: freed blocks kept, no page refaulted)
+left its time unchanged (0.658 / 0.636 s against 0.659 / 0.616, an AMD
+EPYC with AVX-512, two pairs of processes), and the trim threshold alone
+(which fixes the mmap threshold at 128 KiB) made it 1.9x slower.
+Recomputing blocks in the backward pass (Keras' `RematScope`) would trade
+memory for time.
 
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8
