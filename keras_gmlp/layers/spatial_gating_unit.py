@@ -125,33 +125,33 @@ def _jax_batched_product():
     (the bias add and the gating). A batched dot needed `W` broadcast to
     `(batch, n, m)` first, a copy XLA:CPU made at about 1 ms a block for
     gMLP-Ti at batch 8 (see `token_product` for both measured). The
-    gradient of `v` is
-    the same product with `W` transposed; that of `W` the sum over the
-    batch of `g[b] @ v[b]^T`, each one dot of `(n, c)` and `(m, c)`
-    accumulated in float32, instead of JAX's batched dot into
+    gradient of `v` is the same product with `W` transposed; that of `W`
+    the sum over the batch of `g[b] @ v[b]^T`, each one dot of `(n, c)`
+    and `(m, c)` accumulated in float32, instead of JAX's batched dot into
     `(batch, n, m)` and its reduction. The same sums in another order:
     float32 rounding apart, the gradient JAX derives.
     """
     import jax
     import jax.numpy as jnp
 
-    def tokens_first(weight, v, weight_axis):
-        # (n, m) with (batch, m, c) over `m` -> (n, batch, c) -> (batch, ...)
+    def over_tokens(weight, v, contracted_axis):
+        # `weight`'s `contracted_axis` with `v`'s tokens `(batch, m, c)`:
+        # one dot into `(n, batch, c)`, transposed to `(batch, n, c)`.
         product = jax.lax.dot_general(
-            weight, v, (((weight_axis,), (1,)), ((), ()))
+            weight, v, (((contracted_axis,), (1,)), ((), ()))
         )
         return jnp.transpose(product, (1, 0, 2))
 
     @jax.custom_vjp
     def product(weight, v):
-        return tokens_first(weight, v, 1)
+        return over_tokens(weight, v, 1)
 
     def forward(weight, v):
         return product(weight, v), (weight, v)
 
     def backward(residuals, upstream):
         weight, v = residuals
-        v_gradient = tokens_first(weight, upstream, 0)
+        v_gradient = over_tokens(weight, upstream, 0)
         batch_size = v.shape[0]
         if isinstance(batch_size, int):
             weight_gradient = sum(
