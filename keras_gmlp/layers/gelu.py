@@ -86,7 +86,7 @@ def dense_gelu(dense, inputs, training=None):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import dense_gelu
+    >>> from keras_gmlp.layers.gelu import dense_gelu, gelu
     >>> dense = keras.layers.Dense(3)
     >>> dense.build((None, 4))
     >>> x = np.ones((2, 4), "float32")
