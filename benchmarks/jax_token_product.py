@@ -73,6 +73,8 @@ def broadcast_product():
     import jax
     import jax.numpy as jnp
 
+    from keras_gmlp.layers import spatial_gating_unit as module
+
     def batched(weight, v, contracting):
         weight = jnp.broadcast_to(weight, (v.shape[0], *weight.shape))
         return jax.lax.dot_general(
@@ -88,18 +90,8 @@ def broadcast_product():
 
     def backward(residuals, upstream):
         weight, v = residuals
-        weight_gradient = sum(
-            jax.lax.dot_general(
-                upstream[b],
-                v[b],
-                (((1,), (1,)), ((), ())),
-                preferred_element_type=jnp.float32,
-            )
-            for b in range(v.shape[0])
-        )
-        return weight_gradient.astype(weight.dtype), batched(
-            weight, upstream, 1
-        )
+        weight_gradient = module.jax_weight_gradient(upstream, v, weight.dtype)
+        return weight_gradient, batched(weight, upstream, 1)
 
     product.defvjp(forward, backward)
     return product

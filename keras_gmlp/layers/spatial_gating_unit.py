@@ -152,28 +152,37 @@ def _jax_batched_product():
     def backward(residuals, upstream):
         weight, v = residuals
         v_gradient = over_tokens(weight, upstream, 0)
-        batch_size = v.shape[0]
-        if isinstance(batch_size, int):
-            weight_gradient = sum(
-                jax.lax.dot_general(
-                    upstream[b],
-                    v[b],
-                    (((1,), (1,)), ((), ())),
-                    preferred_element_type=jnp.float32,
-                )
-                for b in range(batch_size)
-            )
-        else:
-            weight_gradient = jnp.einsum(
-                "bic,bjc->ij",
-                upstream,
-                v,
-                preferred_element_type=jnp.float32,
-            )
-        return weight_gradient.astype(weight.dtype), v_gradient
+        return jax_weight_gradient(upstream, v, weight.dtype), v_gradient
 
     product.defvjp(forward, backward)
     return product
+
+
+def jax_weight_gradient(upstream, v, dtype):
+    """`sum_b upstream[b] @ v[b]^T` in `dtype`, as JAX arrays: one 2-D dot
+    per image accumulated in float32 (an einsum for a symbolic batch).
+
+    The gradient of `W` in `W @ v[b]` (`_jax_batched_product`).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    batch_size = v.shape[0]
+    if isinstance(batch_size, int):
+        gradient = sum(
+            jax.lax.dot_general(
+                upstream[b],
+                v[b],
+                (((1,), (1,)), ((), ())),
+                preferred_element_type=jnp.float32,
+            )
+            for b in range(batch_size)
+        )
+    else:
+        gradient = jnp.einsum(
+            "bic,bjc->ij", upstream, v, preferred_element_type=jnp.float32
+        )
+    return gradient.astype(dtype)
 
 
 def check_modes(spatial, gating):
