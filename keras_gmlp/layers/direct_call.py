@@ -8,27 +8,31 @@ from keras.src.backend import AutocastScope
 from keras.src.backend import get_autocast_scope
 
 
-def direct_call(layer, inputs, **kwargs):
+def direct_call(layer, inputs, method="call", **kwargs):
     """`layer(inputs, **kwargs)` through `layer.call`, for a built layer.
 
     Under eager torch, `Layer.__call__`'s bookkeeping (signature binding,
     name scopes, masks, tracking) costs about 150 us a call: 4 times the
     computation of a `(1, 1, 128)` Dense or LayerNormalization in decoding
     (`benchmarks/generation.py`), and the gMLP block calls 5 sublayers a
-    step. This does what `__call__` does
-    to the numbers and nothing else: the inputs converted by the layer's
-    dtype policy, and the autocast scope `__call__` would enter (the
-    variables cast to the compute dtype under a mixed policy). So the
-    outputs are the same as the layer's own call's, for layers whose
-    `call` reads no mask and is given its `training` flag, if it takes
-    one, explicitly. A layer not built yet (which this
-    call builds), a quantized layer and symbolic inputs go through
+    step. This does what `__call__` does to the numbers and nothing else:
+    the inputs (and the tensors among the keyword arguments) converted by
+    the layer's dtype policy, and the autocast scope `__call__` would
+    enter (the variables cast to the compute dtype under a mixed policy).
+    So the outputs are the same as the layer's own call's, for layers
+    whose `call` reads no mask and is given its `training` flag, if it
+    takes one, explicitly. A layer not built yet (which this call
+    builds), a quantized layer and symbolic inputs go through
     `layer(...)` as usual.
 
     Args:
         layer: a `keras.layers.Layer`.
         inputs: a tensor, the layer's first call argument.
-        **kwargs: further arguments of `layer.call`.
+        method: str. The name of the method called, `"call"` or another
+            of the layer's methods that computes as `call` does (such as
+            `SpatialGatingUnit.call_on_halves`); only a built layer's
+            `call` falls back to `layer(...)`.
+        **kwargs: further arguments of the method.
 
     Example:
 
@@ -38,20 +42,24 @@ def direct_call(layer, inputs, **kwargs):
     >>> bool(keras.ops.all(direct_call(dense, x) == dense(x)))
     True
     """
-    if (
+    if method == "call" and (
         not layer.built
         or getattr(layer, "quantization_mode", None) is not None
         or isinstance(inputs, keras.KerasTensor)
     ):
         return layer(inputs, **kwargs)
-    inputs = layer.dtype_policy.convert_input(
-        inputs, layer.autocast, layer.input_dtype
-    )
+    policy = layer.dtype_policy
+    inputs = policy.convert_input(inputs, layer.autocast, layer.input_dtype)
+    kwargs = {
+        name: policy.convert_input(value, layer.autocast, layer.input_dtype)
+        for name, value in kwargs.items()
+    }
+    function = getattr(layer, method)
     scope = autocast_scope(layer)
     if scope is None:
-        return layer.call(inputs, **kwargs)
+        return function(inputs, **kwargs)
     with scope:
-        return layer.call(inputs, **kwargs)
+        return function(inputs, **kwargs)
 
 
 def autocast_scope(layer):

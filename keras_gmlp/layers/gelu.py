@@ -7,6 +7,7 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
@@ -97,13 +98,105 @@ def dense_gelu(dense, inputs, training=None):
     """
     if training or not _onednn_fuses_dense_gelu(dense, inputs):
         return gelu(direct_call(dense, inputs))
-    import tensorflow as tf
+    inputs, kernel, bias = _dense_operands(dense, inputs)
+    return _onednn_dense_gelu(inputs, kernel, bias)
 
+
+def split_dense_gelu(dense, inputs, training=None):
+    """The two halves of `gelu(dense(inputs))`, each its own product.
+
+    The gMLP block's first projection feeds the spatial gating unit, which
+    splits it into the gated half `u` and the gate's half `v`. Each half
+    here is the product of the inputs with its half of the kernel's
+    columns, its bias and its GELU, so no pass over the expanded
+    activations slices them apart (or, in the gradient, concatenates
+    them), and the two halves are independent work, which XLA:CPU (JAX)
+    and TensorFlow's executor run side by side. Measured
+    (`benchmarks/split_projection.py`, an AMD EPYC with AVX512-BF16),
+    gMLP-Ti training and inference: JAX 1.11x and 1.37x faster in float32,
+    1.04x and 1.02x in bfloat16; TensorFlow 1.04x and 1.09x, 1.08x and
+    1.08x. Eager torch runs one op at a time and measured 0.97-0.98x, so
+    under torch (and for a Dense with LoRA, quantized, without bias or
+    with an activation, and for symbolic inputs) it is `dense_gelu` split
+    into two views. The same sums as one product's columns: outputs equal
+    up to rounding.
+
+    Args:
+        dense: a built `keras.layers.Dense` without activation, with an
+            even number of units.
+        inputs: tensor `(..., dense input channels)`.
+        training: bool or `None`. Whether the call is a training step's.
+
+    Returns:
+        `(u, v)`: tensors `(..., units / 2)`, the first and second half.
+
+    Example:
+
+    >>> from keras_gmlp.layers.gelu import gelu, split_dense_gelu
+    >>> dense = keras.layers.Dense(6)
+    >>> dense.build((None, 4))
+    >>> x = np.ones((2, 4), "float32")
+    >>> u, v = split_dense_gelu(dense, x)
+    >>> whole = keras.ops.convert_to_numpy(gelu(dense(x)))
+    >>> halves = keras.ops.convert_to_numpy(keras.ops.concatenate([u, v], -1))
+    >>> bool(np.allclose(halves, whole, atol=1e-6))
+    True
+    """
+    if keras.config.backend() == "torch" or not _projects_halves(dense, inputs):
+        hidden = dense_gelu(dense, inputs, training=training)
+        return tuple(ops.split(hidden, 2, axis=-1))
+    fused = not training and _onednn_fuses_dense_gelu(dense, inputs)
+    inputs, kernel, bias = _dense_operands(dense, inputs)
+    half = kernel.shape[-1] // 2
+    halves = []
+    for columns in (slice(None, half), slice(half, None)):
+        if fused:
+            halves.append(
+                _onednn_dense_gelu(inputs, kernel[:, columns], bias[columns])
+            )
+        else:
+            halves.append(
+                gelu(_product(inputs, kernel[:, columns], bias[columns]))
+            )
+    return tuple(halves)
+
+
+def _projects_halves(dense, inputs):
+    """Whether `split_dense_gelu` can take the kernel's halves itself."""
+    return (
+        dense.built
+        and dense.bias is not None
+        and dense.activation in (None, keras.activations.linear)
+        and getattr(dense, "quantization_mode", None) is None
+        and not getattr(dense, "lora_enabled", False)
+        and dense.units % 2 == 0
+        and not isinstance(inputs, keras.KerasTensor)
+    )
+
+
+def _dense_operands(dense, inputs):
+    """`(inputs, kernel, bias)` in the Dense's compute dtype, as its call
+    sees them."""
     inputs = dense.dtype_policy.convert_input(
         inputs, dense.autocast, dense.input_dtype
     )
     kernel = ops.cast(dense.kernel, dense.compute_dtype)
     bias = ops.cast(dense.bias, dense.compute_dtype)
+    return inputs, kernel, bias
+
+
+def _product(inputs, kernel, bias):
+    """`inputs @ kernel + bias` as `keras_gmlp.layers.Dense` computes it
+    under JAX and TensorFlow (the bias gradient summed in float32 under JAX
+    in low precision: `bias_add`)."""
+    return bias_add(ops.matmul(inputs, kernel), bias)
+
+
+def _onednn_dense_gelu(inputs, kernel, bias):
+    """The rows' `MatMul`, `BiasAdd` and exact `tf.nn.gelu`, which
+    Grappler fuses into one oneDNN kernel (see `dense_gelu`)."""
+    import tensorflow as tf
+
     rows = tf.reshape(inputs, (-1, inputs.shape[-1]))
     outputs = tf.nn.gelu(
         tf.nn.bias_add(tf.matmul(rows, kernel), bias), approximate=False

@@ -5,6 +5,7 @@ from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.gelu import dense_gelu
+from keras_gmlp.layers.gelu import split_dense_gelu
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
@@ -160,9 +161,15 @@ class GMLPBlock(keras.layers.Layer):
         if padding_mask is None:
             padding_mask = mask
         normalized = direct_call(self.norm, inputs)
-        hidden = dense_gelu(
-            self.channel_projection_in, normalized, training=training
-        )
+        if self.gating == "split":
+            # The two halves as two products (`split_dense_gelu`).
+            u, v = split_dense_gelu(
+                self.channel_projection_in, normalized, training=training
+            )
+        else:
+            u = v = dense_gelu(
+                self.channel_projection_in, normalized, training=training
+            )
         attention = None
         if self.tiny_attention is not None:
             attention = self.tiny_attention(
@@ -170,9 +177,10 @@ class GMLPBlock(keras.layers.Layer):
             )
         hidden = direct_call(
             self.spatial_gating_unit,
-            hidden,
+            u,
+            method="call_on_halves",
+            v=v,
             attention=attention,
-            training=training,
         )
         hidden = direct_call(self.channel_projection_out, hidden)
         return inputs + direct_call(self.drop_path, hidden, training=training)

@@ -396,15 +396,26 @@ class SpatialGatingUnit(keras.layers.Layer):
         return length >= FFT_CROSSOVER.get(keras.config.backend(), 1024)
 
     def call(self, inputs, attention=None, training=None):
-        length = inputs.shape[-2]
+        if self.gating == "split":
+            u, v = ops.split(inputs, 2, axis=-1)
+        else:
+            u = v = inputs
+        return self.call_on_halves(u, v, attention=attention)
+
+    def call_on_halves(self, u, v, attention=None):
+        """`call` on its input already split: `u`, the gated half, and `v`,
+        the gate's half (before the norm), each `(batch, tokens,
+        gate_channels)`. For the `"additive"` and `"linear"` gatings both
+        are the whole input. The gMLP block computes the halves as two
+        products (`keras_gmlp.layers.gelu.split_dense_gelu`)."""
+        length = v.shape[-2]
         # A symbolic length (JAX export) cannot be compared while tracing.
         static = is_static(length)
         if static:
             self._check_length(length)
         else:
-            length = ops.shape(inputs)[-2]
-        u, v = self._gate_input(inputs)
-        v = self._mix(v, length, static, batched=True)
+            length = ops.shape(v)[-2]
+        v = self._mix(direct_call(self.norm, v), length, static, batched=True)
         return self._gate(u, v, attention)
 
     def _gate_input(self, inputs):

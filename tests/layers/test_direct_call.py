@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers import TiedEmbedding
 from keras_gmlp.layers.direct_call import direct_call
 
@@ -60,4 +61,29 @@ def test_quantized_layer_goes_through_its_quantized_call():
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(direct_call(dense, x)),
         keras.ops.convert_to_numpy(dense(x)),
+    )
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("gating", ["split", "additive"])
+def test_a_method_runs_as_call_does(policy, gating):
+    # The spatial gating unit's `call_on_halves`, as the gMLP block calls
+    # it, against `Layer.__call__` of the unsplit input.
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    unit = built(SpatialGatingUnit(gating=gating, dtype=policy), x)
+    for weight in unit.weights:
+        weight.assign(rng.normal(size=weight.shape) * 0.3)
+    expected = unit(x)
+    if gating == "split":
+        u, v = x[..., :4], x[..., 4:]
+    else:
+        u = v = x
+    got = direct_call(unit, u, method="call_on_halves", v=v)
+    assert keras.backend.standardize_dtype(got.dtype) == (
+        keras.backend.standardize_dtype(expected.dtype)
+    )
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(keras.ops.cast(got, "float32")),
+        keras.ops.convert_to_numpy(keras.ops.cast(expected, "float32")),
     )

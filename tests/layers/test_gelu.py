@@ -1,8 +1,9 @@
 """The block's exact GELU (an XLA function under TensorFlow) against the
 normal CDF in float64 numpy: outputs, gradients, dtypes; the projection
 and GELU `dense_gelu` (one oneDNN kernel in TensorFlow's inference
-graphs); and exports of the XLA functions' layers (GELU,
-LayerNormalization) that hold none."""
+graphs) and its halves as two products (`split_dense_gelu`); and exports
+of the XLA functions' layers (GELU, LayerNormalization) that hold
+none."""
 
 import math
 
@@ -13,6 +14,7 @@ import pytest
 from keras_gmlp.layers import Dense
 from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.gelu import gelu
+from keras_gmlp.layers.gelu import split_dense_gelu
 from keras_gmlp.layers.xla_functions import portable_ops
 from tests.gradients import gradients
 
@@ -301,3 +303,122 @@ def fused_products(function, spec):
         for node in optimized.node
         if node.op == "_FusedMatMul"
     ]
+
+
+class SplitDenseGELU(DenseGELU):
+    """`split_dense_gelu` of a Dense, its halves concatenated again."""
+
+    def call(self, inputs, training=None):
+        u, v = split_dense_gelu(self.dense, inputs, training=training)
+        half = self.dense.units // 2
+        assert tuple(u.shape)[-1] == tuple(v.shape)[-1] == half
+        return keras.ops.concatenate([u, v], axis=-1)
+
+
+def split_dense_gelu_model(policy, units=24, shape=(7, 16)):
+    inputs = keras.Input(shape)
+    layer = SplitDenseGELU(units, dtype=policy)
+    model = keras.Model(inputs, layer(inputs))
+    rng = np.random.default_rng(3)
+    for weight in model.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    return model
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("call", ["predict", "eager", "training"])
+def test_split_dense_gelu_halves_are_the_gelu_of_the_projection(policy, call):
+    # The first half of the columns is `u`, the second `v`, as the spatial
+    # gating unit splits them.
+    model = split_dense_gelu_model(policy)
+    x = inputs((3, 7, 16))
+    if call == "predict":
+        outputs = model.predict_on_batch(x)
+    else:
+        outputs = model(x, training=call == "training")
+    assert keras.backend.standardize_dtype(outputs.dtype) == (
+        "float32" if policy == "float32" else "bfloat16"
+    )
+    assert_near_dense_gelu(
+        outputs, dense_gelu_reference(model, x, policy), policy
+    )
+
+
+def test_split_dense_gelu_gradients_are_those_of_the_projection():
+    model = split_dense_gelu_model("float32")
+    layer = model.layers[-1]
+    x = inputs((3, 7, 16))
+    cotangent = inputs((3, 7, 24), seed=1) / 3.0
+    dense = layer.dense
+    kernel = keras.ops.convert_to_numpy(dense.kernel).astype("float64")
+    bias = keras.ops.convert_to_numpy(dense.bias).astype("float64")
+    rows = x.reshape(-1, 16).astype("float64")
+    upstream = cotangent.reshape(-1, 24) * reference_derivative(
+        rows @ kernel + bias
+    )
+    by_input, by_kernel, by_bias = gradients(
+        layer, x, cotangent, [dense.kernel, dense.bias]
+    )
+    np.testing.assert_allclose(
+        by_input, (upstream @ kernel.T).reshape(x.shape), rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(
+        by_kernel, rows.T @ upstream, rtol=1e-4, atol=1e-4
+    )
+    np.testing.assert_allclose(by_bias, upstream.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
+    dense = Dense(24)
+    dense.build((None, 16))
+    dense.enable_lora(2)
+    rng = np.random.default_rng(4)
+    for weight in dense.weights:
+        weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    x = inputs((3, 7, 16))
+    u, v = split_dense_gelu(dense, x)
+    whole = keras.ops.convert_to_numpy(dense_gelu(dense, x))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(u), whole[..., :12])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(v), whole[..., 12:])
+
+
+def test_split_dense_gelu_is_two_products_where_it_measured_faster():
+    # JAX and TensorFlow: one product per half, no product of all the
+    # columns. torch: one product, its halves views of it.
+    dense = Dense(24)
+    dense.build((None, 16))
+    x = inputs((3, 7, 16))
+    if BACKEND == "jax":
+        import jax
+
+        jaxpr = jax.make_jaxpr(lambda x: split_dense_gelu(dense, x))(x)
+        widths = [
+            equation.outvars[0].aval.shape[-1]
+            for equation in jaxpr.eqns
+            if equation.primitive.name == "dot_general"
+        ]
+        assert widths == [12, 12]
+    elif BACKEND == "tensorflow":
+        import tensorflow as tf
+
+        graph = (
+            tf.function(lambda x: split_dense_gelu(dense, x, training=True))
+            .get_concrete_function(tf.TensorSpec((3, 7, 16), "float32"))
+            .graph
+        )
+        products = [
+            operation.outputs[0].shape[-1]
+            for operation in graph.get_operations()
+            if operation.type in ("MatMul", "BatchMatMulV2", "Einsum")
+        ]
+        assert products == [12, 12]
+        spec = tf.TensorSpec((None, 7, 16), "float32")
+        inference = fused_products(
+            lambda x: split_dense_gelu(dense, x, training=False), spec
+        )
+        from keras_gmlp.layers.gelu import _onednn_enabled
+
+        assert len(inference) == (2 if _onednn_enabled() else 0)
+    else:
+        u, v = split_dense_gelu(dense, x)
+        assert u.untyped_storage().data_ptr() == v.untyped_storage().data_ptr()

@@ -1,0 +1,96 @@
+"""A/B: the gMLP block's first projection as one product split in two,
+or as two products, one per half (`split_dense_gelu`).
+
+Issue 12. Found with a `jax.profiler` trace of gMLP-Ti/16 inference
+(batch 8, float32, an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16):
+XLA:CPU runs a loop fusion on one thread, and the block's ops after the
+first projection form one chain, so the step's kernels covered 177 ms of
+a 168 ms step on two threads busy 102 and 68 ms. With each half its own
+product, its own bias and GELU, the gated half `u` and the gate's half
+`v` (its norm, the token product) are independent until the gating, and
+XLA runs them side by side: the threads' busy time barely moved (170 to
+184 thread-ms) but the kernels covered 142 ms of a 142 ms step. The
+slices of the expanded activations (forward) and their concatenation
+(the gradient) are gone too.
+
+The baseline is the previous code: `gelu(Dense(x))` over all
+`ffn_dim` columns, then split (`split_dense_gelu` patched to do that);
+the candidate the package's. Measures: a gMLP-Ti/16 classifier's
+`train_on_batch` and `predict_on_batch` (AdamW, batch 8, 224 px), float32
+and mixed_bfloat16, under the backend of `KERAS_BACKEND`; `x baseline`
+is the baseline's seconds over the candidate's.
+
+Measured (the EPYC above, idle, 7 rounds, medians, the rounds' range in
+brackets; `split_projection_<backend>.json`), x one_product:
+
+| backend | float32 train | float32 infer | bf16 train | bf16 infer |
+|---|---|---|---|---|
+| jax | 1.11 (1.04-1.27) | 1.37 (1.24-1.92) | 1.04 (1.01-1.12) | 1.02 (1.00-1.11) |
+| tensorflow | 1.04 (0.92-1.06) | 1.09 (1.04-1.28) | 1.08 (0.88-1.14) | 1.08 (0.83-1.43) |
+| torch | 0.98 (0.94-1.01) | 0.97 (0.96-1.05) | 0.97 (0.95-1.03) | 1.01 (0.90-1.13) |
+
+A scratch A/B before it (JAX, plain `ops.matmul` and add for each half,
+7 rounds): float32 train 1.02x, inference 1.26x; bf16 train 0.93x with
+the halves' bias gradients summed in bfloat16 (why the package's halves
+take `bias_add`). Eager torch runs one op at a time: two smaller products
+gain nothing there, so under torch the package keeps one product and
+splits it into two views (`split_dense_gelu`). Splitting the batch in two
+instead (two independent halves of every block, JAX, 5 rounds): float32
+train 1.01x, inference 1.05x.
+
+Usage:
+    KERAS_BACKEND=jax python benchmarks/split_projection.py --rounds 7
+Results: benchmarks/results/split_projection_<backend>.json
+"""
+
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "one_product"
+CANDIDATE = "two_products"
+PRECISIONS = ("float32", "mixed_bfloat16")
+
+
+def one_product(dense, inputs, training=None):
+    """The previous form: the whole projection and GELU, then split."""
+    from keras import ops
+
+    from keras_gmlp.layers.gelu import dense_gelu
+
+    hidden = dense_gelu(dense, inputs, training=training)
+    return tuple(ops.split(hidden, 2, axis=-1))
+
+
+def variant(name):
+    """A context in which the blocks traced take the `name` form."""
+    from keras_gmlp.layers import gmlp_block
+
+    if name != BASELINE:
+        return contextlib.nullcontext()
+    return common.patched(gmlp_block, "split_dense_gelu", one_product)
+
+
+def functions(batch_size, precision):
+    """name -> warm callable: the gMLP-Ti steps."""
+    return common.variant_model_functions(
+        batch_size, variant, (BASELINE, CANDIDATE), precision, infer=True
+    )
+
+
+if __name__ == "__main__":
+    import keras
+
+    common.run_ab(
+        __doc__,
+        "split_projection",
+        BASELINE,
+        CANDIDATE,
+        PRECISIONS,
+        functions,
+        keras.config.backend(),
+    )
