@@ -23,11 +23,16 @@ is the baseline's seconds over the candidate's.
 Measured (the EPYC above, idle, 7 rounds, medians, the rounds' range in
 brackets; `split_projection_<backend>.json`), x one_product:
 
-| backend | float32 train | float32 infer | bf16 train | bf16 infer |
+| backend | f32 train | f32 infer | bf16 train | bf16 infer |
 |---|---|---|---|---|
-| jax | 1.11 (1.04-1.27) | 1.37 (1.24-1.92) | 1.04 (1.01-1.12) | 1.02 (1.00-1.11) |
-| tensorflow | 1.04 (0.92-1.06) | 1.09 (1.04-1.28) | 1.08 (0.88-1.14) | 1.08 (0.83-1.43) |
-| torch | 0.98 (0.94-1.01) | 0.97 (0.96-1.05) | 0.97 (0.95-1.03) | 1.01 (0.90-1.13) |
+| jax | 1.11 | 1.37 | 1.04 | 1.02 |
+| tensorflow | 1.04 | 1.09 | 1.08 | 1.08 |
+| torch | 0.98 | 0.97 | 0.97 | 1.01 |
+
+Rounds' ranges: jax 1.04-1.27, 1.24-1.92, 1.01-1.12, 1.00-1.11;
+tensorflow 0.92-1.06, 1.04-1.28, 0.88-1.14, 0.83-1.43; torch 0.94-1.01,
+0.96-1.05, 0.95-1.03, 0.90-1.13. The torch row measured two products
+under torch too, before torch was given one (below).
 
 A scratch A/B before it (JAX, plain `ops.matmul` and add for each half,
 7 rounds): float32 train 1.02x, inference 1.26x; bf16 train 0.93x with
