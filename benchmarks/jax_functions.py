@@ -127,6 +127,17 @@ processes, alternated, median of 6-10 steps:
 - `--xla_cpu_experimental_ynn_fusion_type=+eltwise` and `+reduce`
   (elementwise ops and reductions to YNNPACK too): float32 training 0.88x
   and 0.86x (one step time each, 0.92 and 0.94 s against 0.81 s).
+- `--xla_cpu_enable_concurrency_optimized_scheduler=false` (the default
+  is on): float32 training 0.702, 0.702 and 0.737 s against the
+  default's 0.716, 0.721 and 0.837 s (three rounds of processes, 8
+  steps each); within this machine's spread, and a process-wide flag:
+  not set.
+
+Also tried on that EPYC, in one process (7 rounds): the GELU's forward
+pass keeping its derivative `Phi(x) + x phi(x)` for the backward pass
+instead of its input (the same memory in float32; the backward pass a
+product, no exponential): training 1.00x in float32 (0.97-1.07) and
+bfloat16 (0.69-1.44). Not adopted.
 
 A `jax.profiler` trace of the float32 step there: of ~840 thread-ms of
 kernels, the dots (`ynn_fusion`, `dot`) take ~500 and XLA's loop

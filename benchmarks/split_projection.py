@@ -20,19 +20,25 @@ the candidate the package's. Measures: a gMLP-Ti/16 classifier's
 and mixed_bfloat16, under the backend of `KERAS_BACKEND`; `x baseline`
 is the baseline's seconds over the candidate's.
 
-Measured (the EPYC above, idle, 7 rounds, medians, the rounds' range in
-brackets; `split_projection_<backend>.json`), x one_product:
+Measured (the EPYC above, idle, 7 rounds, medians; two runs, the first
+with the kernel's halves as slices, the second, in the results files,
+with the package's `split`; `split_projection_<backend>.json`), x
+one_product:
 
 | backend | f32 train | f32 infer | bf16 train | bf16 infer |
 |---|---|---|---|---|
-| jax | 1.11 | 1.37 | 1.04 | 1.02 |
-| tensorflow | 1.04 | 1.09 | 1.08 | 1.08 |
+| jax | 1.11, 1.04 | 1.37, 1.29 | 1.04, 0.94 | 1.02, 1.06 |
+| tensorflow | 1.04, 1.06 | 1.09, 1.08 | 1.08, 1.10 | 1.08, 1.04 |
 | torch | 0.98 | 0.97 | 0.97 | 1.01 |
 
-Rounds' ranges: jax 1.04-1.27, 1.24-1.92, 1.01-1.12, 1.00-1.11;
-tensorflow 0.92-1.06, 1.04-1.28, 0.88-1.14, 0.83-1.43; torch 0.94-1.01,
-0.96-1.05, 0.95-1.03, 0.90-1.13. The torch row measured two products
-under torch too, before torch was given one (below).
+Rounds' ranges, second run: jax 0.95-1.23, 1.24-1.41, 0.89-1.07,
+0.95-1.59; tensorflow 1.05-1.10, 1.04-1.09, 1.03-1.66, 1.02-1.06. JAX's
+bf16 training again, 11 rounds: 1.03 (1.00-1.63), inference 1.03. The
+torch row (one run, 0.94-1.01, 0.96-1.05, 0.95-1.03, 0.90-1.13) measured
+two products under torch too, before torch was given one (below); its
+file is that run's. The halves as slices against `split` (the
+gradient a concatenation instead of two zero-filled kernels summed),
+float32 training, 7 rounds: tensorflow 1.005x, jax 1.006x.
 
 A scratch A/B before it (JAX, plain `ops.matmul` and add for each half,
 7 rounds): float32 train 1.02x, inference 1.26x; bf16 train 0.93x with
