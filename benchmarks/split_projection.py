@@ -36,9 +36,13 @@ Rounds' ranges, second run: jax 0.95-1.23, 1.24-1.41, 0.89-1.07,
 bf16 training again, 11 rounds: 1.03 (1.00-1.63), inference 1.03. The
 torch row (one run, 0.94-1.01, 0.96-1.05, 0.95-1.03, 0.90-1.13) measured
 two products under torch too, before torch was given one (below); its
-file is that run's. The halves as slices against `split` (the
-gradient a concatenation instead of two zero-filled kernels summed),
-float32 training, 7 rounds: tensorflow 1.005x, jax 1.006x.
+file is that run's. JAX's training rows measured two products in
+training too; the package keeps one there, for memory (see
+`split_dense_gelu`: XLA's temporaries for the float32 step, 962 MB
+against 807 MB; in bfloat16 755 against 792 MB). The halves as slices
+against `split` (the gradient a concatenation instead of two zero-filled
+kernels summed), float32 training, 7 rounds: tensorflow 1.005x, jax
+1.006x.
 
 A scratch A/B before it (JAX, plain `ops.matmul` and add for each half,
 7 rounds): float32 train 1.02x, inference 1.26x; bf16 train 0.93x with

@@ -383,21 +383,28 @@ def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
 
 
 def test_split_dense_gelu_is_two_products_where_it_measured_faster():
-    # JAX and TensorFlow: one product per half, no product of all the
-    # columns. torch: one product, its halves views of it.
+    # JAX (outside training) and TensorFlow: one product per half, no
+    # product of all the columns. torch: one product, its halves views of
+    # it; JAX in training: one product (memory).
     dense = Dense(24)
     dense.build((None, 16))
     x = inputs((3, 7, 16))
     if BACKEND == "jax":
         import jax
 
-        jaxpr = jax.make_jaxpr(lambda x: split_dense_gelu(dense, x))(x)
-        widths = [
-            equation.outvars[0].aval.shape[-1]
-            for equation in jaxpr.eqns
-            if equation.primitive.name == "dot_general"
-        ]
-        assert widths == [12, 12]
+        def product_widths(training):
+            jaxpr = jax.make_jaxpr(
+                lambda x: split_dense_gelu(dense, x, training=training)
+            )(x)
+            return [
+                equation.outvars[0].aval.shape[-1]
+                for equation in jaxpr.eqns
+                if equation.primitive.name == "dot_general"
+            ]
+
+        assert product_widths(training=None) == [12, 12]
+        assert product_widths(training=False) == [12, 12]
+        assert product_widths(training=True) == [24]
     elif BACKEND == "tensorflow":
         import tensorflow as tf
 
