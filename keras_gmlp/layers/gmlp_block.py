@@ -162,7 +162,8 @@ class GMLPBlock(keras.layers.Layer):
             padding_mask = mask
         normalized = direct_call(self.norm, inputs)
         if self.gating == "split":
-            # The two halves as two products (`split_dense_gelu`).
+            # The halves `u` and `v`, two products where that measured
+            # faster (`split_dense_gelu`).
             u, v = split_dense_gelu(
                 self.channel_projection_in, normalized, training=training
             )

@@ -396,10 +396,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         return length >= FFT_CROSSOVER.get(keras.config.backend(), 1024)
 
     def call(self, inputs, attention=None, training=None):
-        if self.gating == "split":
-            u, v = ops.split(inputs, 2, axis=-1)
-        else:
-            u = v = inputs
+        u, v = self._halves(inputs)
         return self.call_on_halves(u, v, attention=attention)
 
     def call_on_halves(self, u, v, attention=None):
@@ -425,11 +422,15 @@ class SpatialGatingUnit(keras.layers.Layer):
         `Layer.__call__` costs about as much as the norm of one decoded
         token.
         """
-        if self.gating == "split":
-            u, v = ops.split(inputs, 2, axis=-1)
-        else:
-            u = v = inputs
+        u, v = self._halves(inputs)
         return u, direct_call(self.norm, v)
+
+    def _halves(self, inputs):
+        """`(u, v)`: the input's two halves for the split gating, else the
+        whole input twice."""
+        if self.gating == "split":
+            return tuple(ops.split(inputs, 2, axis=-1))
+        return inputs, inputs
 
     def _mix(self, v, length, static, batched=False):
         """`W @ v + b` over the `length` leading tokens (`batched`: see
