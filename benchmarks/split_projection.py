@@ -4,12 +4,13 @@ or as two products, one per half (`split_dense_gelu`).
 Issue 12. Found with a `jax.profiler` trace of gMLP-Ti/16 inference
 (batch 8, float32, an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16):
 XLA:CPU runs a loop fusion on one thread, and the block's ops after the
-first projection form one chain, so the step's kernels covered 177 ms of
-a 168 ms step on two threads busy 102 and 68 ms. With each half its own
-product, its own bias and GELU, the gated half `u` and the gate's half
-`v` (its norm, the token product) are independent until the gating, and
-XLA runs them side by side: the threads' busy time barely moved (170 to
-184 thread-ms) but the kernels covered 142 ms of a 142 ms step. The
+first projection form one chain: in the profiled steps the kernels
+covered 177 ms of wall time a step, the two threads busy 102 and 68 ms
+(the step unprofiled: 168 ms). With each half its own product, its own
+bias and GELU, the gated half `u` and the gate's half `v` (its norm, the
+token product) are independent until the gating, and XLA runs them side
+by side: the threads' busy time barely moved (170 to 184 thread-ms), the
+kernels' wall time fell to 142 ms (the step unprofiled: 142 ms). The
 slices of the expanded activations (forward) and their concatenation
 (the gradient) are gone too.
 
