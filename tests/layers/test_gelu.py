@@ -185,9 +185,19 @@ class DenseGELU(keras.layers.Layer):
         return dense_gelu(self.dense, inputs, training=training)
 
 
-def dense_gelu_model(policy, units=24, shape=(7, 16)):
+class SplitDenseGELU(DenseGELU):
+    """`split_dense_gelu` of a Dense, its halves concatenated again."""
+
+    def call(self, inputs, training=None):
+        u, v = split_dense_gelu(self.dense, inputs, training=training)
+        half = self.dense.units // 2
+        assert tuple(u.shape)[-1] == tuple(v.shape)[-1] == half
+        return keras.ops.concatenate([u, v], axis=-1)
+
+
+def dense_gelu_model(policy, layer_class=DenseGELU, units=24, shape=(7, 16)):
     inputs = keras.Input(shape)
-    model = keras.Model(inputs, DenseGELU(units, dtype=policy)(inputs))
+    model = keras.Model(inputs, layer_class(units, dtype=policy)(inputs))
     rng = np.random.default_rng(2)
     for weight in model.weights:
         weight.assign(rng.normal(size=weight.shape).astype("float32"))
@@ -223,10 +233,13 @@ def assert_near_dense_gelu(outputs, expected, policy):
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("call", ["predict", "eager", "training"])
-def test_dense_gelu_is_the_gelu_of_the_projection(policy, call):
+@pytest.mark.parametrize("layer_class", [DenseGELU, SplitDenseGELU])
+def test_dense_gelu_is_the_gelu_of_the_projection(policy, call, layer_class):
     # `predict` runs the backend's compiled inference step: under
     # TensorFlow (with oneDNN, the package's default) the fused kernel.
-    model = dense_gelu_model(policy)
+    # `SplitDenseGELU`: the first half of the columns is `u`, the second
+    # `v`, as the spatial gating unit splits them.
+    model = dense_gelu_model(policy, layer_class)
     x = inputs((3, 7, 16))
     if call == "predict":
         outputs = model.predict_on_batch(x)
@@ -305,47 +318,8 @@ def fused_products(function, spec):
     ]
 
 
-class SplitDenseGELU(DenseGELU):
-    """`split_dense_gelu` of a Dense, its halves concatenated again."""
-
-    def call(self, inputs, training=None):
-        u, v = split_dense_gelu(self.dense, inputs, training=training)
-        half = self.dense.units // 2
-        assert tuple(u.shape)[-1] == tuple(v.shape)[-1] == half
-        return keras.ops.concatenate([u, v], axis=-1)
-
-
-def split_dense_gelu_model(policy, units=24, shape=(7, 16)):
-    inputs = keras.Input(shape)
-    layer = SplitDenseGELU(units, dtype=policy)
-    model = keras.Model(inputs, layer(inputs))
-    rng = np.random.default_rng(3)
-    for weight in model.weights:
-        weight.assign(rng.normal(size=weight.shape).astype("float32"))
-    return model
-
-
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-@pytest.mark.parametrize("call", ["predict", "eager", "training"])
-def test_split_dense_gelu_halves_are_the_gelu_of_the_projection(policy, call):
-    # The first half of the columns is `u`, the second `v`, as the spatial
-    # gating unit splits them.
-    model = split_dense_gelu_model(policy)
-    x = inputs((3, 7, 16))
-    if call == "predict":
-        outputs = model.predict_on_batch(x)
-    else:
-        outputs = model(x, training=call == "training")
-    assert keras.backend.standardize_dtype(outputs.dtype) == (
-        "float32" if policy == "float32" else "bfloat16"
-    )
-    assert_near_dense_gelu(
-        outputs, dense_gelu_reference(model, x, policy), policy
-    )
-
-
 def test_split_dense_gelu_gradients_are_those_of_the_projection():
-    model = split_dense_gelu_model("float32")
+    model = dense_gelu_model("float32", SplitDenseGELU)
     layer = model.layers[-1]
     x = inputs((3, 7, 16))
     cotangent = inputs((3, 7, 24), seed=1) / 3.0
