@@ -169,6 +169,19 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   training 0.554 and 0.653 s against 0.492 and 0.494 s, inference 0.182
   and 0.175 s against 0.181 and 0.202 s. Keras' `auto` (no XLA on a CPU)
   stays.
+- TensorFlow, the optimizer's update as one XLA function (Keras'
+  `optimizer.apply` wrapped in `tf.function(jit_compile=True)` inside the
+  graph step; scratch): the AdamW update of gMLP-Ti's 306 variables is
+  about 9,000 small ops a step, 45 of the step's 714 traced op-ms (TF
+  profiler, float32 training, batch 8, the AMD EPYC with AVX-512). As
+  one XLA function the step was 1.003x as fast (7 interleaved rounds,
+  0.98-1.12): the executor already runs each variable's update as soon
+  as its gradient exists, beside the backward matmuls still running,
+  and the XLA function waits for all of them. Not adopted.
+- TensorFlow with one inter-op thread instead of two (the intra-op pool
+  at 2): 0.544, 0.558 and 0.536 s a float32 gMLP-Ti training step
+  against 0.506, 0.562 and 0.465 s (separate processes, alternated,
+  median of 8 steps). Two stay.
 - Per CPU-second, the TensorFlow and torch training steps are at about
   timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x (before the
   closed-form LayerNorm gradient); inference 0.75 (jax) to 0.91 (torch).
