@@ -559,14 +559,39 @@ def variant_model_functions(batch_size, variant, names, precision, infer):
     return functions
 
 
-def run_ab(doc, name, baseline, candidate, precisions, functions, backend):
+def run_ab(
+    doc,
+    name,
+    baseline,
+    candidate,
+    precisions,
+    backend,
+    variant,
+    op_functions=None,
+    infer=True,
+):
     """The main of an A/B benchmark of one backend's code.
 
-    Parses `ab_benchmark_parser`'s flags, times `functions(batch_size,
-    precision)` (names `"<measure> <baseline>"` and `"<measure>
-    <candidate>"`; measures starting with `op` are single ops, the others
-    gMLP-Ti steps) in interleaved rounds per precision, prints the A/B
-    table and writes `benchmarks/results/<name>_<backend>.json`.
+    Parses `ab_benchmark_parser`'s flags and, per precision, times in
+    interleaved rounds the gMLP-Ti steps of `variant_model_functions` (one
+    model traced inside `variant(baseline)`, one inside
+    `variant(candidate)`) and the single ops of `op_functions`; prints the
+    A/B table and writes `benchmarks/results/<name>_<backend>.json`.
+
+    Args:
+        doc: str. The script's docstring (the flags' help).
+        name: str. The benchmark's name, the results file's stem.
+        baseline: str. Name of the variant the ratios divide by.
+        candidate: str. Name of the other variant.
+        precisions: the dtype policies `--precisions` offers.
+        backend: str. The Keras backend the script measures.
+        variant: function of a variant's name returning a context manager
+            in which models and ops are traced in that form.
+        op_functions: `None` or a function of `(batch_size, precision)`
+            returning a dict `"op <measure> <variant name>"` -> warm
+            callable. Defaults to `None` (the gMLP-Ti steps alone).
+        infer: bool. `predict_on_batch` timed beside `train_on_batch`.
+            Defaults to `True`.
     """
     args = ab_benchmark_parser(doc, precisions).parse_args()
     require_backend(backend, f"{name} measures the {backend} backend's code.")
@@ -574,7 +599,20 @@ def run_ab(doc, name, baseline, candidate, precisions, functions, backend):
     run = header()
     rows = []
     for precision in args.precisions:
-        named = functions(args.batch_size, precision)
+        named = (
+            dict(op_functions(args.batch_size, precision))
+            if op_functions
+            else {}
+        )
+        named.update(
+            variant_model_functions(
+                args.batch_size,
+                variant,
+                (baseline, candidate),
+                precision,
+                infer=infer,
+            )
+        )
         times = alternate(named, args.rounds)
         for measure in dict.fromkeys(n.rsplit(" ", 1)[0] for n in named):
             row = ab_row(

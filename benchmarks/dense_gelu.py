@@ -121,17 +121,6 @@ def op_functions(batch_size, precision):
     return functions
 
 
-def functions(batch_size, precision):
-    """name -> warm callable: the op measures and the gMLP-Ti steps."""
-    named = op_functions(batch_size, precision)
-    named.update(
-        common.variant_model_functions(
-            batch_size, variant, (BASELINE, CANDIDATE), precision, infer=True
-        )
-    )
-    return named
-
-
 if __name__ == "__main__":
     common.run_ab(
         __doc__,
@@ -139,6 +128,7 @@ if __name__ == "__main__":
         BASELINE,
         CANDIDATE,
         PRECISIONS,
-        functions,
         "tensorflow",
+        variant,
+        op_functions=op_functions,
     )

@@ -93,8 +93,9 @@ def variant(name):
     )
 
 
-def op_functions(batch_size):
-    """name -> warm callable: the GELU, and with its gradient, per width."""
+def op_functions(batch_size, precision):
+    """name -> warm callable: the GELU, and with its gradient, per width,
+    in the compute dtype of the `precision` policy."""
     import keras
     import numpy as np
     import tensorflow as tf
@@ -105,7 +106,8 @@ def op_functions(batch_size):
     functions = {}
     for channels in (768, 1536):
         shape = (batch_size, 196, channels)
-        x = tf.constant(rng.normal(size=shape), keras.config.floatx())
+        dtype = keras.DTypePolicy(precision).compute_dtype
+        x = tf.constant(rng.normal(size=shape), dtype)
         upstream = tf.constant(rng.normal(size=shape), x.dtype)
         for name in (BASELINE, CANDIDATE):
 
@@ -134,26 +136,6 @@ def op_functions(batch_size):
     return functions
 
 
-def functions(batch_size, precision):
-    """name -> warm callable: the op measures, in the policy's compute
-    dtype, and the gMLP-Ti steps."""
-    import keras
-
-    keras.config.set_floatx(
-        "bfloat16" if precision == "mixed_bfloat16" else "float32"
-    )
-    try:
-        named = op_functions(batch_size)
-    finally:
-        keras.config.set_floatx("float32")
-    named.update(
-        common.variant_model_functions(
-            batch_size, variant, (BASELINE, CANDIDATE), precision, infer=True
-        )
-    )
-    return named
-
-
 if __name__ == "__main__":
     common.run_ab(
         __doc__,
@@ -161,6 +143,7 @@ if __name__ == "__main__":
         BASELINE,
         CANDIDATE,
         PRECISIONS,
-        functions,
         "tensorflow",
+        variant,
+        op_functions=op_functions,
     )

@@ -116,17 +116,6 @@ def op_functions(batch_size, precision):
     return functions
 
 
-def functions(batch_size, precision):
-    """name -> warm callable: the op measures and gMLP-Ti training steps."""
-    named = op_functions(batch_size, precision)
-    named.update(
-        common.variant_model_functions(
-            batch_size, variant, (BASELINE, CANDIDATE), precision, infer=False
-        )
-    )
-    return named
-
-
 if __name__ == "__main__":
     common.run_ab(
         __doc__,
@@ -134,6 +123,8 @@ if __name__ == "__main__":
         BASELINE,
         CANDIDATE,
         PRECISIONS,
-        functions,
         "tensorflow",
+        variant,
+        op_functions=op_functions,
+        infer=False,
     )

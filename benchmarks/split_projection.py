@@ -107,13 +107,6 @@ def variant(name):
     return common.patched(gmlp_block, "split_dense_gelu", one_product)
 
 
-def functions(batch_size, precision):
-    """name -> warm callable: the gMLP-Ti steps."""
-    return common.variant_model_functions(
-        batch_size, variant, (BASELINE, CANDIDATE), precision, infer=True
-    )
-
-
 if __name__ == "__main__":
     import keras
 
@@ -123,6 +116,6 @@ if __name__ == "__main__":
         BASELINE,
         CANDIDATE,
         PRECISIONS,
-        functions,
         keras.config.backend(),
+        variant,
     )
