@@ -149,6 +149,16 @@ steps (`train_on_batch`'s `jax_state_sync`, which assigns the ~960
 variables and optimizer slots back, and the metrics) is 35-55 ms of a
 ~800 ms step (cProfile).
 
+bfloat16 dots without the float32 round trip, again on the EPYC with
+AVX512-BF16 (a 2048^3 bfloat16 `jnp.matmul`, this jaxlib 0.10.2): the
+default 151 GFLOP/s; XNNPACK for dots instead of YNNPACK
+(`--xla_cpu_experimental_xnn_fusion_type=dot
+--xla_cpu_experimental_ynn_fusion_type=-dot`) 157, still converted;
+with `float-normalization-bf16` disabled, alone, with
+`--xla_cpu_use_xnnpack=true` or with XNNPACK's dot fusion, the dot does
+not compile (the same `dot_op_emitter.cc` RET_CHECK). So XLA:CPU keeps
+bfloat16 dots at float32's rate plus the conversions here.
+
 Usage:
     KERAS_BACKEND=jax python benchmarks/jax_functions.py --rounds 5 \
         --variants keras both all

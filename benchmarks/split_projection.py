@@ -70,6 +70,17 @@ splits it into two views (`split_dense_gelu`). Splitting the batch in two
 instead (two independent halves of every block, JAX, 5 rounds): float32
 train 1.01x, inference 1.05x.
 
+Two more scratch A/Bs (the same EPYC, one process, 7 rounds, x the
+package's code), neither adopted:
+- JAX training, the projection as one batched dot into `(2, batch, n,
+  f / 2)` (the kernel reshaped to `(2, d, f / 2)`), so that `u` and `v`
+  are contiguous halves of one buffer and neither slice nor
+  concatenation is needed: float32 0.955x (0.78-1.16).
+- TensorFlow, each half's bias as `tf.nn.bias_add` of the rows'
+  `MatMul` (the `BiasAdd` Grappler can fuse, its gradient `BiasAddGrad`)
+  instead of an add broadcast over `(batch, n, f / 2)` and its gradient's
+  `Sum`: float32 training 0.985x, inference 1.02x; bf16 0.99x and 1.03x.
+
 Usage:
     KERAS_BACKEND=jax python benchmarks/split_projection.py --rounds 7
 Results: benchmarks/results/split_projection_<backend>.json
