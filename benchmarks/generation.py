@@ -62,6 +62,27 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   cannot; `generation_torch.json`). The rest of a torch step is Keras op
   dispatch (about 170 `convert_to_tensor` per token) and the cache
   update's copy (`slice_update` clones the cache).
+- On an idle 2-core AMD EPYC with AVX-512 (2026-11-26), the code above
+  measured 4.71x and 3.87x on two threads (two runs, 5 and 7 rounds, 512
+  tokens; cached 226 and 244 tokens/s against 48 and 63). A profile
+  (cProfile) showed the rest: each block step rebuilt the causal
+  Toeplitz row from the zero-padded reversed taps (flip, zeros,
+  concatenate, slice) and multiplied all `max_length` cached positions,
+  and wrote the cache at a tensor position, which Keras' torch
+  `slice_update` does through `arange` / `meshgrid` index grids and
+  `index_put_` (5,380 `arange` and 2,304 `stack` calls in 384 tokens).
+  Now, under eager torch only (the compiled loops of JAX and TensorFlow
+  need fixed shapes): the row is the `i + 1` taps (or kernel entries)
+  position `i` sees times the first `i + 1` cached positions
+  (`SpatialGatingUnit._torch_decoded_row`), and the position is read as
+  an int (`cache_index`), so the write is a slice assignment. A/Bs in
+  one process, `gmlp_tiny`, 512 tokens: the row 1.22-1.39x faster per
+  token (3 rounds), then the int position 1.20x (5 rounds, 1.09-1.27),
+  same tokens. The benchmark after both, 7 rounds
+  (`generation_torch.json`, `generation_1thread_torch.json`): 6.75x on
+  two threads (cached 346 tokens/s against 51; a second run 6.87x, 326
+  against 48), 7.99x on one (352 against 44); at 128 tokens 2.51x and
+  2.93x.
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 

@@ -134,6 +134,71 @@ def test_spatial_gating_unit_chunks_match_the_full_pass(spatial, rng):
     )
 
 
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_spatial_gating_unit_row_ignores_the_cache_after_it(
+    spatial, policy, rng
+):
+    # generate() prefills the whole buffer, padding included, so while
+    # decoding position i the cache holds stale entries after i: the row
+    # must not see them, however large.
+    z = rng.normal(size=(2, LENGTH, 6)).astype("float32")
+    layer = SpatialGatingUnit(
+        sequence_length=LENGTH + 2, spatial=spatial, causal=True
+    )
+    layer.build(z.shape)
+    randomize_weights(layer, rng)
+    gamma, beta = as_numpy(layer.norm.gamma), as_numpy(layer.norm.beta)
+    normalized = reference.layer_norm(z[..., 3:], gamma, beta, 1e-5)
+    index = 4
+    stale = normalized.copy()
+    stale[:, index:] = 1e3 * rng.normal(size=stale[:, index:].shape)
+    output, cache = layer.call_with_cache(
+        z[:, index : index + 1],
+        keras.ops.cast(stale, layer.compute_dtype),
+        keras.ops.convert_to_tensor(index, "int32"),
+    )
+    kernel = as_numpy(layer.kernel)
+    if spatial == "dense":
+        row = kernel[index, : index + 1]
+    else:
+        row = reference.toeplitz(kernel, LENGTH + 2)[index, : index + 1]
+    mixed = np.einsum("j,bjc->bc", row, normalized[:, : index + 1])
+    expected = z[:, index, :3] * (mixed + as_numpy(layer.bias)[index])
+    assert_close(as_numpy(output)[:, 0], expected, policy)
+    # The cache's other entries are kept as they were.
+    kept = np.delete(np.arange(LENGTH), index)
+    assert_close(as_numpy(cache)[:, kept], stale[:, kept], policy)
+
+
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_eager_torch_decodes_a_token_from_the_positions_it_sees(
+    spatial, rng, monkeypatch
+):
+    # Under torch one decoded token's row is the i + 1 entries it sees
+    # (`_torch_decoded_row`), not a max_length row masked after i, which
+    # the compiled backends need (fixed shapes in their loops).
+    layer = SpatialGatingUnit(
+        sequence_length=LENGTH, spatial=spatial, causal=True
+    )
+    layer.build((2, LENGTH, 6))
+    z = rng.normal(size=(2, 1, 6)).astype("float32")
+    cache = layer.empty_cache(2, LENGTH)
+    full_rows = []
+    for name in ("_dense_rows", "_toeplitz_rows"):
+        original = getattr(SpatialGatingUnit, name)
+
+        def recorded(self, *args, original=original, name=name):
+            full_rows.append(name)
+            return original(self, *args)
+
+        monkeypatch.setattr(SpatialGatingUnit, name, recorded)
+    layer.call_with_cache(z, cache, keras.ops.convert_to_tensor(5, "int32"))
+    if keras.config.backend() == "torch":
+        assert full_rows == []
+    else:
+        assert full_rows == [f"_{spatial}_rows"]
+
+
 def test_spatial_gating_unit_adds_the_attention(rng):
     z = rng.normal(size=(2, LENGTH, 8)).astype("float32")
     attention = rng.normal(size=(2, LENGTH, 4)).astype("float32")
