@@ -83,6 +83,12 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   two threads (cached 346 tokens/s against 51; a second run 6.87x, 326
   against 48), 7.99x on one (352 against 44); at 128 tokens 2.51x and
   2.93x.
+- aMLP (`--preset amlp_tiny`, the same EPYC, 5 rounds,
+  `generation_amlp_torch.json`): 5.57x on two threads (cached 182
+  tokens/s against 33). The tiny attention reading only the `start + 1`
+  keys a token sees, like the spatial row: 1.00x (5 rounds in one
+  process, 0.99-1.03), so it still attends over all `max_length` keys,
+  the later ones masked.
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 
