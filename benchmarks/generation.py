@@ -82,7 +82,9 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   (`generation_torch.json`, `generation_1thread_torch.json`): 6.75x on
   two threads (cached 346 tokens/s against 51; a second run 6.87x, 326
   against 48), 7.99x on one (352 against 44); at 128 tokens 2.51x and
-  2.93x.
+  2.93x. Then `generate_step` reads the previous token at that int
+  position too (`ops.slice` of the token buffer): 1.05x per token (5
+  rounds in one process, 1.03-1.13), not in the figures above.
 - aMLP (`--preset amlp_tiny`, the same EPYC, 5 rounds,
   `generation_amlp_torch.json`): 5.57x on two threads (cached 182
   tokens/s against 33). The tiny attention reading only the `start + 1`

@@ -4,6 +4,7 @@ from keras_hub.src.models.causal_lm import CausalLM
 from keras_hub.src.utils.tensor_utils import any_equal
 
 from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp.layers.spatial_gating_unit import cache_index
 from keras_gmlp.models.config import task_optimizer
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
@@ -202,9 +203,11 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
 
         def next(prompt, cache, index):
             batch_size = ops.shape(prompt)[0]
-            previous = ops.slice(prompt, [0, index - 1], [batch_size, 1])
+            # A Python int under eager torch (see `cache_index`).
+            position = cache_index(index - 1)
+            previous = ops.slice(prompt, [0, position], [batch_size, 1])
             logits, hidden, cache = self.call_with_cache(
-                previous, cache, index - 1
+                previous, cache, position
             )
             return (
                 ops.squeeze(logits, axis=1),
