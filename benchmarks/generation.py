@@ -54,14 +54,14 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   the dtype conversion and autocast scope `__call__` would apply, same
   outputs: `tests/layers/test_direct_call.py`), and a causal Toeplitz
   unit takes one token's row of `W` as one slice of its reversed,
-  zero-padded taps instead of a gather and a mask. Measured after, on the
-  idle 2-core Xeon, 7 rounds, torch, 512 tokens: 5.4x with
+  zero-padded taps instead of a gather and a mask. Measured after, on
+  the idle 2-core Xeon, 7 rounds, torch, 512 tokens: 5.4x with
   `OMP_NUM_THREADS=1` (per-round ratios 4.3-6.2; cached 129 tokens/s
-  against 24 recomputing; `generation_1thread_torch.json`) and 3.9x on
-  two threads (the recomputation uses both threads, a one-token step
-  cannot; `generation_torch.json`). The rest of a torch step is Keras op
-  dispatch (about 170 `convert_to_tensor` per token) and the cache
-  update's copy (`slice_update` clones the cache).
+  against 24 recomputing) and 3.9x on two threads (the recomputation
+  uses both threads, a one-token step cannot; those results files were
+  replaced by the run below; git has them at deaf3c4). The rest of a
+  torch step is Keras op dispatch (about 170 `convert_to_tensor` per
+  token) and the cache update's copy (`slice_update` clones the cache).
 - On an idle 2-core AMD EPYC with AVX-512 (2026-11-26), the code above
   measured 4.71x and 3.87x on two threads (two runs, 5 and 7 rounds, 512
   tokens; cached 226 and 244 tokens/s against 48 and 63). A profile
