@@ -94,8 +94,8 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
 - JAX and TensorFlow on the same EPYC after these changes (their
   compiled loops keep the masked rows), 5 rounds, 512 tokens
   (`generation_epyc_<backend>.json`): jax 18.4x (cached 3,270 tokens/s
-  against 178), tensorflow 9.3x (853 against 92). Faster recomputation
-  than on the Xeon makes the ratios smaller there.
+  against 178), tensorflow 9.3x (853 against 92). Recomputing runs
+  faster on this EPYC than on the Xeon, hence the smaller ratios.
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 
