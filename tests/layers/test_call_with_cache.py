@@ -7,6 +7,7 @@ import pytest
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers import TinyAttention
+from keras_gmlp.layers import spatial_gating_unit
 from tests import reference
 from tests.layer_test import randomize_weights
 
@@ -197,6 +198,28 @@ def test_eager_torch_decodes_a_token_from_the_positions_it_sees(
         assert full_rows == []
     else:
         assert full_rows == [f"_{spatial}_rows"]
+
+
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_spatial_gating_unit_rows_at_a_tensor_position(
+    spatial, rng, monkeypatch
+):
+    # Where the position stays a tensor (JAX and TensorFlow loops, torch
+    # while it compiles or exports), the row is the masked max_length
+    # one; under eager torch that path is taken only when told torch is
+    # compiling.
+    monkeypatch.setattr(spatial_gating_unit, "_torch_compiling", lambda: True)
+    z = rng.normal(size=(2, LENGTH, 6)).astype("float32")
+    layer = SpatialGatingUnit(
+        sequence_length=LENGTH + 2, spatial=spatial, causal=True
+    )
+    layer.build(z.shape)
+    randomize_weights(layer, rng)
+    assert not isinstance(
+        spatial_gating_unit.cache_index(keras.ops.convert_to_tensor(3)), int
+    )
+    outputs, _ = decode(layer, z, layer.empty_cache(2, LENGTH))
+    assert_close(outputs, as_numpy(layer(z)), "float32")
 
 
 def test_spatial_gating_unit_adds_the_attention(rng):
