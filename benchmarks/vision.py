@@ -178,6 +178,15 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   0.98-1.12): the executor already runs each variable's update as soon
   as its gradient exists, beside the backward matmuls still running,
   and the XLA function waits for all of them. Not adopted.
+- TensorFlow's matmuls at gMLP's shapes (the AMD EPYC with AVX-512,
+  float32, rows of 8 x 196 images, 2-D `MatMul` timed alone): forward,
+  input gradient (`transpose_b`) and kernel gradient (`transpose_a`) run
+  at 148-168 GFLOP/s for gMLP-Ti's 128 x 384 / 128 x 768 / 384 x 128
+  products and 164-193 for gMLP-S's; a transpose written out, or the
+  kernel gradient computed transposed, was never faster. At those rates
+  the 64 GFLOP of a gMLP-Ti training step (batch 8) take about 0.4 s,
+  against the step's 0.48 s: the non-matmul work left is about a sixth
+  of the step.
 - TensorFlow with one inter-op thread instead of two (the intra-op pool
   at 2): 0.544, 0.558 and 0.536 s a float32 gMLP-Ti training step
   against 0.506, 0.562 and 0.465 s (separate processes, alternated,
