@@ -31,9 +31,32 @@ same settings, no `MALLOC_` variable (`memory_gmlp_ti16_224_xeon_amx.json`):
 torch 1.30 (797 / 611 MiB), 1.55, 1.40; jax 1.33 (815 / 611), 2.39, 1.61
 (steady step, first steps, whole peak, x timm).
 
-The target, peak training memory <= timm's, is not met in RSS. The
-first-step figures of JAX and TensorFlow include XLA compilation; the
-steady figures do not. TensorFlow keeps its step's buffers resident
+Under torch, after the spatial gating unit's recomputing training call
+(`keras_gmlp.layers.torch_spatial_gate`: the GELU's output and the
+normalised `v` recomputed in the backward pass, not kept), the same AMD
+EPYC with AVX-512, the HEAD before it measured in the same session
+(`memory_gmlp_*16_224_recomputed_gate.json` against
+`_before_recomputed_gate.json`), x timm:
+
+| model | steady step | first steps | whole peak |
+|---|---|---|---|
+| gMLP-Ti/16 | 0.80 (482 / 603 MiB) | 1.19 | 1.27 |
+| gMLP-Ti/16, before | 1.32 (792 / 603 MiB) | 1.62 | 1.43 |
+| gMLP-S/16 | 0.74 (894 / 1,210 MiB) | 0.85 | 1.07 |
+| gMLP-S/16, before | 1.13 (1,370 / 1,210 MiB) | 1.32 | 1.35 |
+
+The steady torch step now peaks below timm's. The whole peak stays
+above it by what the process holds before training: the built gMLP-Ti
+model's process has 1,212 MiB resident against timm's 918, for
+`keras_gmlp.models` imports keras-hub, which imports TensorFlow (a
+torch-backend Keras alone: about 520 MiB). The live tensors
+(`live_memory.py`) at the step's peak: 414 MiB against timm's 607
+(0.68x), activations 320 against 522.
+
+The target, peak training memory <= timm's, is met under torch in the
+steady step only, and not under JAX (1.29-1.33x). The first-step
+figures of JAX and TensorFlow include XLA compilation; the steady
+figures do not. TensorFlow keeps its step's buffers resident
 between steps even after `malloc_trim`, so RSS cannot see its peak.
 
 Where torch's extra RSS goes: not into tensors. The live tensors at the

@@ -24,7 +24,7 @@ def gradients(layer, inputs, cotangent, weights):
         def loss(trainable, inputs):
             outputs, _ = layer.stateless_call(
                 trainable,
-                [w.value for w in layer.non_trainable_weights],
+                [v.value for v in layer.non_trainable_variables],
                 inputs,
             )
             return (outputs.astype("float32") * cotangent).sum()

@@ -161,28 +161,38 @@ class GMLPBlock(keras.layers.Layer):
         if padding_mask is None:
             padding_mask = mask
         normalized = direct_call(self.norm, inputs)
-        if self.gating == "split":
-            # The halves `u` and `v`, two products where that measured
-            # faster (`split_dense_gelu`).
-            u, v = split_dense_gelu(
-                self.channel_projection_in, normalized, training=training
-            )
-        else:
-            u = v = dense_gelu(
-                self.channel_projection_in, normalized, training=training
-            )
         attention = None
         if self.tiny_attention is not None:
             attention = self.tiny_attention(
                 normalized, padding_mask=padding_mask
             )
-        hidden = direct_call(
-            self.spatial_gating_unit,
-            u,
-            method="call_on_halves",
-            v=v,
-            attention=attention,
-        )
+        if self.gating == "split" and keras.config.backend() == "torch":
+            # The projection before its GELU: the unit's training call
+            # recomputes the GELU (`call_on_projection`).
+            hidden = direct_call(
+                self.spatial_gating_unit,
+                direct_call(self.channel_projection_in, normalized),
+                method="call_on_projection",
+                attention=attention,
+            )
+        else:
+            if self.gating == "split":
+                # The halves `u` and `v`, two products where that measured
+                # faster (`split_dense_gelu`).
+                u, v = split_dense_gelu(
+                    self.channel_projection_in, normalized, training=training
+                )
+            else:
+                u = v = dense_gelu(
+                    self.channel_projection_in, normalized, training=training
+                )
+            hidden = direct_call(
+                self.spatial_gating_unit,
+                u,
+                method="call_on_halves",
+                v=v,
+                attention=attention,
+            )
         hidden = direct_call(self.channel_projection_out, hidden)
         return inputs + direct_call(self.drop_path, hidden, training=training)
 

@@ -5,6 +5,7 @@ from absl.testing import parameterized
 
 from keras_gmlp.layers import GMLPBlock
 from tests import reference
+from tests.gradients import gradients
 from tests.layer_test import LayerTestCase
 from tests.layer_test import randomize_weights
 
@@ -102,6 +103,110 @@ def test_causal_block_by_perturbation_with_padding(causal, rng):
             np.testing.assert_array_equal(moved[:, :j], 0.0)
         else:
             assert moved[:, :j].min() > 0.0
+
+
+def numpy_block(x, w):
+    """The block of `reference.gmlp_block_gradients`, forward."""
+    hidden = reference.layer_norm(x, w["gamma1"], w["beta1"], 1e-6)
+    expanded = reference.gelu(hidden @ w["kernel1"] + w["bias1"])
+    gated = reference.spatial_gating(
+        expanded, w["weight"], w["bias"], w["gamma2"], w["beta2"]
+    )
+    return x + gated @ w["kernel2"] + w["bias2"]
+
+
+def test_numpy_block_gradients_match_finite_differences(rng):
+    # The reference below is itself checked: central differences of the
+    # numpy forward, in float64.
+    x = rng.normal(size=(2, 3, 4))
+    shapes = {
+        "gamma1": (4,),
+        "beta1": (4,),
+        "kernel1": (4, 6),
+        "bias1": (6,),
+        "gamma2": (3,),
+        "beta2": (3,),
+        "weight": (3, 3),
+        "bias": (3,),
+        "kernel2": (3, 4),
+        "bias2": (4,),
+    }
+    weights = {name: rng.normal(size=shape) for name, shape in shapes.items()}
+    upstream = rng.normal(size=x.shape)
+    analytic = reference.gmlp_block_gradients(x, weights, upstream)
+    step = 1e-6
+    for name, value in [("x", x), *weights.items()]:
+        numeric = np.zeros(value.shape)
+        for index in np.ndindex(value.shape):
+            moved = []
+            for sign in (1.0, -1.0):
+                shifted = value.copy()
+                shifted[index] += sign * step
+                if name == "x":
+                    out = numpy_block(shifted, weights)
+                else:
+                    out = numpy_block(x, {**weights, name: shifted})
+                moved.append((out * upstream).sum())
+            numeric[index] = (moved[0] - moved[1]) / (2 * step)
+        np.testing.assert_allclose(
+            analytic[name], numeric, rtol=1e-5, atol=1e-6, err_msg=name
+        )
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize(
+    "spatial, causal", [("dense", False), ("toeplitz", True)]
+)
+def test_gradients_match_numpy_reference(spatial, causal, policy, rng):
+    # Under torch the gate recomputes its GELU and norm in the backward
+    # pass (`keras_gmlp.layers.torch_spatial_gate`); every backend's
+    # gradients must be the chain rule's.
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12, spatial=spatial, causal=causal, dtype=policy)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    sgu = block.spatial_gating_unit
+    variables = {
+        "gamma1": block.norm.gamma,
+        "beta1": block.norm.beta,
+        "kernel1": block.channel_projection_in.kernel,
+        "bias1": block.channel_projection_in.bias,
+        "gamma2": sgu.norm.gamma,
+        "beta2": sgu.norm.beta,
+        "weight": sgu.kernel,
+        "bias": sgu.bias,
+        "kernel2": block.channel_projection_out.kernel,
+        "bias2": block.channel_projection_out.bias,
+    }
+    weights = {
+        name: array(v).astype("float64") for name, v in variables.items()
+    }
+    if spatial == "toeplitz":
+        weights["weight"] = reference.toeplitz(weights["weight"], 6)
+    if causal:
+        weights["weight"] = np.tril(weights["weight"])
+    upstream = rng.normal(size=x.shape)
+    want = reference.gmlp_block_gradients(
+        x.astype("float64"), weights, upstream
+    )
+    if spatial == "toeplitz":
+        # The kernel's entry `k` is every `W[i, j]` with `i - j = k - 5`.
+        matrix = want["weight"] * np.tril(np.ones((6, 6)))
+        want["weight"] = np.array(
+            [np.trace(matrix, offset=5 - k) for k in range(11)]
+        )
+    got = gradients(
+        block,
+        x,
+        upstream.astype("float32"),
+        list(variables.values()),
+    )
+    tolerance = 1e-5 if policy == "float32" else 3e-2
+    for name, value in zip(["x", *variables], got, strict=True):
+        scale = np.abs(want[name]).max()
+        np.testing.assert_allclose(
+            value, want[name], rtol=0, atol=tolerance * scale, err_msg=name
+        )
 
 
 def test_odd_ffn_dim_raises():

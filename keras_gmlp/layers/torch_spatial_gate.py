@@ -1,0 +1,131 @@
+"""The spatial gating unit's training call under torch, with the
+activations it keeps for the backward pass cut by recomputation.
+
+Imported by the unit under the torch backend only.
+"""
+
+import torch
+from torch.autograd.function import once_differentiable
+
+
+def recomputed_spatial_gate(
+    hidden, gamma, beta, epsilon, weight, bias, attention
+):
+    """`u * (W @ LayerNorm(v) + b [+ attention])`, `(u, v)` the halves of
+    `gelu(hidden)`, keeping only `hidden` and `W @ LayerNorm(v) + b` for
+    the backward pass.
+
+    Under autograd the gMLP block's gate keeps the GELU's input and
+    output, the normalised `v` and the product: `3 f` values per token
+    for `f` expanded channels, where this keeps `1.5 f` (and the norm's
+    mean and inverse deviation, one value per token each). The backward
+    pass recomputes `gelu(hidden)` and the normalised `v` from them, and
+    writes the gradients into the recomputed GELU's buffer rather than
+    fresh ones. The gradients are autograd's, to the bit in float32:
+    torch's `gelu_backward` and `native_layer_norm_backward`, and the
+    products' transposes. Single reverse-mode differentiation only (no
+    double backward).
+
+    Args:
+        hidden: torch tensor `(..., tokens, 2 c)`, the block's first
+            projection before its GELU.
+        gamma: torch tensor `(c,)`, the norm's scale (float32 under a
+            mixed policy, as torch's layer norm takes it).
+        beta: torch tensor `(c,)`, the norm's center.
+        epsilon: float, the norm's epsilon.
+        weight: torch tensor `(tokens, tokens)`, `W`, in `hidden`'s dtype.
+        bias: torch tensor `(tokens,)`, `b`, in `hidden`'s dtype.
+        attention: `None` or a torch tensor `(..., tokens, c)` added to
+            the product (aMLP).
+
+    Returns:
+        Torch tensor `(..., tokens, c)` in `hidden`'s dtype.
+    """
+    return RecomputedGate.apply(
+        hidden, gamma, beta, weight, bias, attention, epsilon
+    )
+
+
+def over_tokens(weight, x):
+    """`weight @ x` for `x` `(..., tokens, c)`: a batched matmul of the
+    broadcast weight, as the unit's product is (no copy of `x`)."""
+    return torch.matmul(weight.expand(*x.shape[:-2], *weight.shape), x)
+
+
+class RecomputedGate(torch.autograd.Function):
+    """`recomputed_spatial_gate`'s forward and backward passes."""
+
+    @staticmethod
+    def forward(ctx, hidden, gamma, beta, weight, bias, attention, epsilon):
+        u, v = torch.nn.functional.gelu(hidden).chunk(2, dim=-1)
+        normalized, mean, inverse_deviation = torch.native_layer_norm(
+            v, (v.shape[-1],), gamma, beta, epsilon
+        )
+        product = over_tokens(weight, normalized).add_(bias[:, None])
+        if attention is not None:
+            product.add_(attention)
+        ctx.save_for_backward(
+            hidden, mean, inverse_deviation, product, gamma, beta, weight
+        )
+        ctx.has_attention = attention is not None
+        ctx.epsilon = epsilon
+        return u * product
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, upstream):
+        (hidden, mean, inverse_deviation, product, gamma, beta, weight) = (
+            ctx.saved_tensors
+        )
+        activated = torch.nn.functional.gelu(hidden)
+        u, v = activated.chunk(2, dim=-1)
+        v = v.contiguous()
+        by_product = upstream * u
+        # The GELU's output gradient takes the place of its output (no
+        # fresh buffer, no concatenation), and its input's gradient
+        # that place again.
+        by_activated, (by_u, by_v) = (
+            activated,
+            (u, activated[..., u.shape[-1] :]),
+        )
+        torch.mul(upstream, product, out=by_u)
+        del u
+        batch_axes = tuple(range(by_product.dim() - 2))
+        by_bias = by_product.sum(dim=(*batch_axes, -1))
+        # The normalised `v`, as the forward computed it.
+        normalized = torch.native_layer_norm(
+            v, (v.shape[-1],), gamma, beta, ctx.epsilon
+        )[0]
+        by_weight = torch.matmul(by_product, normalized.transpose(-1, -2))
+        del normalized
+        if batch_axes:
+            by_weight = by_weight.sum(dim=batch_axes)
+        by_normalized = over_tokens(weight.transpose(0, 1), by_product)
+        by_norm_input, by_gamma, by_beta = (
+            torch.ops.aten.native_layer_norm_backward(
+                by_normalized,
+                v,
+                (v.shape[-1],),
+                mean,
+                inverse_deviation,
+                gamma,
+                beta,
+                [True, ctx.needs_input_grad[1], ctx.needs_input_grad[2]],
+            )
+        )
+        del by_normalized, v
+        by_v.copy_(by_norm_input)
+        del by_norm_input
+        by_hidden = torch.ops.aten.gelu_backward.grad_input(
+            by_activated, hidden, grad_input=by_activated
+        )
+        by_attention = by_product if ctx.has_attention else None
+        return (
+            by_hidden,
+            by_gamma,
+            by_beta,
+            by_weight,
+            by_bias,
+            by_attention,
+            None,
+        )

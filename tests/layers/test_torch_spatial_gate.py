@@ -1,0 +1,213 @@
+"""The spatial gating unit's recomputing training call under torch."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import GMLPBlock
+from keras_gmlp.layers import SpatialGatingUnit
+from tests.layer_test import randomize_weights
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch's autograd"
+)
+
+
+def formula(hidden, gamma, beta, weight, bias, attention):
+    """The gate in plain torch ops, for autograd to differentiate."""
+    import torch
+
+    u, v = torch.nn.functional.gelu(hidden).chunk(2, dim=-1)
+    z = torch.nn.functional.layer_norm(v, v.shape[-1:], gamma, beta, 1e-5)
+    product = torch.matmul(weight, z) + bias[:, None]
+    if attention is not None:
+        product = product + attention
+    return u * product
+
+
+def operands(rng, batch_shape, dtype, attention):
+    import torch
+
+    tokens, channels = 5, 4
+    shapes = {
+        "hidden": (*batch_shape, tokens, 2 * channels),
+        "gamma": (channels,),
+        "beta": (channels,),
+        "weight": (tokens, tokens),
+        "bias": (tokens,),
+    }
+    if attention:
+        shapes["attention"] = (*batch_shape, tokens, channels)
+    values = {name: rng.normal(size=shape) for name, shape in shapes.items()}
+    # The norm's scale and center stay float32, as a mixed policy has them.
+    return {
+        name: torch.tensor(
+            value,
+            dtype=torch.float32 if name in ("gamma", "beta") else dtype,
+            requires_grad=True,
+        )
+        for name, value in values.items()
+    }
+
+
+@pytest.mark.parametrize("attention", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("batch_shape", [(), (3,), (2, 3)])
+def test_matches_autograd_of_the_formula(batch_shape, dtype, attention, rng):
+    import torch
+
+    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
+
+    tensors = operands(rng, batch_shape, getattr(torch, dtype), attention)
+    names = list(tensors)
+    output = recomputed_spatial_gate(
+        tensors["hidden"],
+        tensors["gamma"],
+        tensors["beta"],
+        1e-5,
+        tensors["weight"],
+        tensors["bias"],
+        tensors.get("attention"),
+    )
+    upstream = torch.tensor(rng.normal(size=output.shape))
+    got = torch.autograd.grad(
+        output, [tensors[n] for n in names], upstream.to(output.dtype)
+    )
+    # The reference: autograd of the formula in float64, from the same
+    # (rounded) values.
+    wide = {
+        n: t.detach().double().requires_grad_(True) for n, t in tensors.items()
+    }
+    expected = formula(**{**dict.fromkeys(["attention"]), **wide})
+    want = torch.autograd.grad(expected, [wide[n] for n in names], upstream)
+    tolerance = 1e-5 if dtype == "float32" else 3e-2
+    for name, value, reference in zip(
+        ["output", *names], [output, *got], [expected, *want], strict=True
+    ):
+        assert value.dtype == tensors.get(name, output).dtype, name
+        reference = reference.detach().numpy()
+        np.testing.assert_allclose(
+            value.detach().double().numpy(),
+            reference,
+            rtol=0,
+            atol=tolerance * np.abs(reference).max(),
+            err_msg=name,
+        )
+
+
+def saved_storages(function):
+    """`function()`'s output and {storage pointer: bytes} of the tensors
+    autograd saves while it runs."""
+    import torch
+
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        output = function()
+    return output, storages
+
+
+def test_keeps_the_gelu_input_and_the_product_only(rng):
+    import torch
+
+    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
+
+    tensors = operands(rng, (3,), torch.float32, attention=False)
+    hidden = tensors["hidden"]
+    _, storages = saved_storages(
+        lambda: recomputed_spatial_gate(
+            hidden,
+            tensors["gamma"],
+            tensors["beta"],
+            1e-5,
+            tensors["weight"],
+            tensors["bias"],
+            None,
+        )
+    )
+    for name in ("gamma", "beta", "weight"):
+        storages.pop(tensors[name].untyped_storage().data_ptr())
+    assert storages.pop(hidden.untyped_storage().data_ptr()) == hidden.nbytes
+    # The product (half the channels), then the norm's mean and inverse
+    # deviation, a float32 per token each.
+    tokens = hidden.shape[0] * hidden.shape[1]
+    expected = [4 * tokens, 4 * tokens, hidden.nbytes // 2]
+    assert sorted(storages.values()) == expected
+
+
+def block_saved_bytes(block, x, recomputes):
+    original = SpatialGatingUnit._recomputes
+    if not recomputes:
+        SpatialGatingUnit._recomputes = lambda self, hidden, length: False
+    try:
+        output, storages = saved_storages(lambda: block(x, training=True))
+    finally:
+        SpatialGatingUnit._recomputes = original
+    for weight in block.weights:  # the activations alone
+        storages.pop(weight.value.untyped_storage().data_ptr(), None)
+    return output, sum(storages.values())
+
+
+@pytest.mark.parametrize("attention_dim", [None, 4])
+def test_block_keeps_less_for_the_backward_pass(attention_dim, rng):
+    import torch
+
+    x = torch.tensor(rng.normal(size=(2, 6, 8)), dtype=torch.float32)
+    x.requires_grad_(True)
+    block = GMLPBlock(ffn_dim=32, attention_dim=attention_dim)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    recomputed, kept = block_saved_bytes(block, x, recomputes=True)
+    plain, kept_by_autograd = block_saved_bytes(block, x, recomputes=False)
+    np.testing.assert_allclose(
+        recomputed.detach().numpy(), plain.detach().numpy(), atol=1e-6
+    )
+    # Autograd keeps, per token, the GELU's input and output (32 values
+    # each), the normalised `v` and the product (16 each) in the gate,
+    # 132 values with the block's others (without attention); the
+    # recomputing gate keeps no GELU output and no normalised `v`.
+    assert kept_by_autograd - kept == 4 * 12 * (32 + 16)
+
+
+def backward_names(output):
+    """The names of the autograd nodes `output` was computed through."""
+    names, pending, seen = set(), [output.grad_fn], set()
+    while pending:
+        node = pending.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        pending.extend(parent for parent, _ in node.next_functions)
+    return names
+
+
+def test_recomputes_only_where_it_applies(rng):
+    import torch
+
+    x = torch.tensor(rng.normal(size=(2, 6, 8)), dtype=torch.float32)
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+    assert "RecomputedGateBackward" in backward_names(block(x, training=True))
+    with torch.no_grad():
+        assert block(x).grad_fn is None
+    # The FFT product and the other gatings take the unit's usual call.
+    for kwargs in [
+        {"spatial": "toeplitz", "toeplitz_method": "fft"},
+        {"gating": "additive"},
+    ]:
+        unit = SpatialGatingUnit(**kwargs)
+        hidden = torch.tensor(rng.normal(size=(2, 6, 12)), dtype=torch.float32)
+        unit.build(hidden.shape)
+        hidden.requires_grad_(True)
+        output = unit.call_on_projection(hidden)
+        assert "RecomputedGateBackward" not in backward_names(output)
+        expected = unit(keras.activations.gelu(hidden, approximate=False))
+        np.testing.assert_allclose(
+            output.detach().numpy(), expected.detach().numpy(), atol=1e-6
+        )
