@@ -53,8 +53,16 @@ torch-backend Keras alone: about 520 MiB). The live tensors
 (`live_memory.py`) at the step's peak: 414 MiB against timm's 607
 (0.68x), activations 320 against 522.
 
-The target, peak training memory <= timm's, is met under torch in the
-steady step only, and not under JAX (1.29-1.33x). The first-step
+Under JAX, after the unit's recomputing training call
+(`keras_gmlp.layers.jax_spatial_gate`), same machine and session
+(`memory_gmlp_ti16_224_jax_recomputed_gate.json` against
+`_jax_before_recomputed_gate.json`), gMLP-Ti: steady step 0.64x timm's
+(389 / 607 MiB; before 1.31x, 786 / 600), first steps 1.65x (before
+2.36x, XLA's compilation included), whole peak 1.34x (before 1.60x).
+
+The target, peak training memory <= timm's, is met in the steady step
+under torch and JAX; the first steps (JAX: compilation) and the whole
+process (imports) stay above timm's. The first-step
 figures of JAX and TensorFlow include XLA compilation; the steady
 figures do not. TensorFlow keeps its step's buffers resident
 between steps even after `malloc_trim`, so RSS cannot see its peak.

@@ -5,14 +5,15 @@ import keras
 BACKEND = keras.config.backend()
 
 
-def gradients(layer, inputs, cotangent, weights):
-    """d sum(layer(inputs) * cotangent) / d (inputs, *weights).
+def gradients(layer, inputs, cotangent, weights, **kwargs):
+    """d sum(layer(inputs, **kwargs) * cotangent) / d (inputs, *weights).
 
     Args:
         layer: a built Keras layer.
         inputs: float32 numpy array.
         cotangent: float32 numpy array of the outputs' shape.
         weights: trainable variables of `layer`, in the order wanted.
+        **kwargs: further arguments of the layer's call (`training`).
 
     Returns:
         A list of float64 numpy arrays: the inputs' gradient, then each
@@ -26,6 +27,7 @@ def gradients(layer, inputs, cotangent, weights):
                 trainable,
                 [v.value for v in layer.non_trainable_variables],
                 inputs,
+                **kwargs,
             )
             return (outputs.astype("float32") * cotangent).sum()
 
@@ -45,12 +47,15 @@ def gradients(layer, inputs, cotangent, weights):
         inputs = tf.constant(inputs)
         with tf.GradientTape() as tape:
             tape.watch(inputs)
-            loss = tf.reduce_sum(tf.cast(layer(inputs), "float32") * cotangent)
+            loss = tf.reduce_sum(
+                tf.cast(layer(inputs, **kwargs), "float32") * cotangent
+            )
         grads = tape.gradient(loss, [inputs, *(w.value for w in weights)])
     else:
         import torch
 
         inputs = torch.tensor(inputs, requires_grad=True)
-        loss = (layer(inputs).float() * torch.tensor(cotangent)).sum()
+        outputs = layer(inputs, **kwargs)
+        loss = (outputs.float() * torch.tensor(cotangent)).sum()
         grads = torch.autograd.grad(loss, [inputs, *(w.value for w in weights)])
     return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]

@@ -166,7 +166,10 @@ class GMLPBlock(keras.layers.Layer):
             attention = self.tiny_attention(
                 normalized, padding_mask=padding_mask
             )
-        if self.gating == "split" and keras.config.backend() == "torch":
+        backend = keras.config.backend()
+        if self.gating == "split" and (
+            backend == "torch" or (backend == "jax" and training)
+        ):
             # The projection before its GELU: the unit's training call
             # recomputes the GELU (`call_on_projection`).
             hidden = direct_call(

@@ -48,6 +48,19 @@ def _jax_normalize():
     return normalize
 
 
+def jax_layer_norm(x, gamma, beta, epsilon, dtype):
+    """`LayerNormalization`'s call under JAX: `x` normalised over its last
+    axis in float32 at least (`_jax_normalize`), scaled by `gamma` and
+    centered by `beta` (each `None` for none), cast to `dtype`."""
+    wide = keras.backend.result_type(x.dtype, "float32")
+    outputs = _jax_normalize()(ops.cast(x, wide), epsilon)
+    if gamma is not None:
+        outputs = outputs * ops.cast(gamma, wide)
+    if beta is not None:
+        outputs = outputs + ops.cast(beta, wide)
+    return ops.cast(outputs, dtype)
+
+
 def column_sum(x, split=8):
     """The sum of a TensorFlow tensor over every axis but the last, in two
     stages for XLA:CPU.
@@ -184,13 +197,13 @@ class LayerNormalization(keras.layers.LayerNormalization):
             return self._torch_call(inputs)
         if keras.config.backend() != "jax":
             return super().call(inputs)
-        dtype = keras.backend.result_type(inputs.dtype, "float32")
-        outputs = _jax_normalize()(ops.cast(inputs, dtype), self.epsilon)
-        if self.scale:
-            outputs = outputs * ops.cast(self.gamma, dtype)
-        if self.center:
-            outputs = outputs + ops.cast(self.beta, dtype)
-        return ops.cast(outputs, self.compute_dtype)
+        return jax_layer_norm(
+            inputs,
+            self.gamma if self.scale else None,
+            self.beta if self.center else None,
+            self.epsilon,
+            self.compute_dtype,
+        )
 
     def _torch_call(self, inputs):
         import torch

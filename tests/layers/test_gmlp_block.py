@@ -158,9 +158,10 @@ def test_numpy_block_gradients_match_finite_differences(rng):
     "spatial, causal", [("dense", False), ("toeplitz", True)]
 )
 def test_gradients_match_numpy_reference(spatial, causal, policy, rng):
-    # Under torch the gate recomputes its GELU and norm in the backward
-    # pass (`keras_gmlp.layers.torch_spatial_gate`); every backend's
-    # gradients must be the chain rule's.
+    # Under torch and in JAX training the gate recomputes its GELU and
+    # norm in the backward pass (`keras_gmlp.layers.torch_spatial_gate`,
+    # `jax_spatial_gate`); every backend's gradients must be the chain
+    # rule's.
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12, spatial=spatial, causal=causal, dtype=policy)
     block.build(x.shape)
@@ -200,6 +201,7 @@ def test_gradients_match_numpy_reference(spatial, causal, policy, rng):
         x,
         upstream.astype("float32"),
         list(variables.values()),
+        training=True,
     )
     tolerance = 1e-5 if policy == "float32" else 3e-2
     for name, value in zip(["x", *variables], got, strict=True):

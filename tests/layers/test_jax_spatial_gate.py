@@ -1,0 +1,95 @@
+"""The spatial gating unit's recomputing training call under JAX."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import GMLPBlock
+from keras_gmlp.layers import SpatialGatingUnit
+from tests.layer_test import randomize_weights
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "jax", reason="JAX's differentiation"
+)
+
+
+def block_loss(block, x, upstream):
+    """`(loss, trainable values)`: `sum(block(x, training=True) *
+    upstream)` as a pure function of the block's (or model's) trainable
+    values."""
+    import jax.numpy as jnp
+
+    non_trainable = [v.value for v in block.non_trainable_variables]
+
+    def loss(trainable, x):
+        outputs, _ = block.stateless_call(
+            trainable, non_trainable, x, training=True
+        )
+        return jnp.sum(outputs.astype("float32") * upstream)
+
+    return loss, [v.value for v in block.trainable_variables]
+
+
+def with_autograd(function):
+    """`function()` with the unit's usual call under JAX's own
+    differentiation, not the recomputing one."""
+    original = SpatialGatingUnit._recomputes_jax
+    SpatialGatingUnit._recomputes_jax = lambda self, hidden, length: False
+    try:
+        return function()
+    finally:
+        SpatialGatingUnit._recomputes_jax = original
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("attention_dim", [None, 4])
+def test_gradients_match_jax_differentiation(attention_dim, policy, rng):
+    import jax
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim, dtype=policy)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    loss, trainable = block_loss(block, x, rng.normal(size=x.shape))
+
+    def gradients():
+        gradient = jax.grad(lambda *a: loss(*a), argnums=(0, 1))
+        return jax.tree.leaves(jax.jit(gradient)(trainable, x))
+
+    def traced():
+        # A new function each time: JAX caches a function's traces.
+        return str(jax.make_jaxpr(lambda *a: loss(*a))(trainable, x))
+
+    # The recomputing call is the one traced by default.
+    assert "name=recomputed_gate" in traced()
+    assert "name=recomputed_gate" not in with_autograd(traced)
+    recomputed, expected = gradients(), with_autograd(gradients)
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    for got, want in zip(recomputed, expected, strict=True):
+        want = np.asarray(want, "float64")
+        np.testing.assert_allclose(
+            np.asarray(got, "float64"),
+            want,
+            rtol=0,
+            atol=tolerance * np.abs(want).max(),
+        )
+
+
+def test_keeps_less_for_the_backward_pass(rng):
+    # XLA's temporaries for the gradient of a stack of blocks, whose
+    # kept activations add up: the recomputation must not be merged back
+    # into the forward pass.
+    import jax
+
+    x = rng.normal(size=(4, 32, 16)).astype("float32")
+    stack = keras.Sequential([GMLPBlock(ffn_dim=128) for _ in range(6)])
+    stack.build(x.shape)
+    loss, trainable = block_loss(stack, x, rng.normal(size=x.shape))
+
+    def temporaries():
+        gradient = jax.jit(jax.grad(lambda *a: loss(*a)))
+        compiled = gradient.lower(trainable, x).compile()
+        return compiled.memory_analysis().temp_size_in_bytes
+
+    recomputed, kept_by_autograd = temporaries(), with_autograd(temporaries)
+    assert recomputed < 0.8 * kept_by_autograd
