@@ -23,13 +23,23 @@ the 7-round run), x autograd:
 |---|---|---|
 | train, 7 rounds | 1.12 (1.06-1.13) | 1.19 (1.17-1.27) |
 | train, 5 rounds, one precision a run | 1.12 (1.11-1.13) | 1.48 (0.76-1.76) |
+| train, 7 rounds, projection folded | 1.09 (0.85-1.30) | 1.23 (1.17-1.26) |
+
+The last row (the results file) is the unit as it is: the block's second
+projection folded into the same function, so that its input `u * (W z +
+b)` is recomputed too rather than kept for its kernel's gradient. That
+fold alone, against the recomputing gate without it (5 rounds, scratch):
+1.01x (0.97-1.02) float32, 1.05x (0.89-1.61) bfloat16; the steady step's
+peak RSS 319 MiB against 389 (`benchmarks/memory.py`,
+`memory_gmlp_ti16_224_jax_recomputed_gate_folded.json` against
+`_jax_recomputed_gate.json`).
 
 Faster, not only smaller: JAX's own gradient of the gate kept, beside
 the GELU's input, its gated half, the normalised `v` before and after
-the norm's scale and center, and the product, each written by the
-forward pass and read back by the backward one; the recomputing
-gradient reads the GELU's input and the product and fuses the
-recomputed GELU and norm into the fusions that consume them.
+the norm's scale and center, the product and the gated output, each
+written by the forward pass and read back by the backward one; the
+recomputing gradient reads the GELU's input and the product and fuses
+the recomputed GELU, norm and gating into the fusions that consume them.
 
 Why the recomputation reads the upstream gradient. In a pure-JAX stack of
 30 gMLP-Ti gates (batch 8, float32, scratch), XLA's temporaries for the
@@ -47,9 +57,11 @@ byte.
 The same change measured against timm (`benchmarks/vision.py`, 5
 rounds, `vision_gmlp_ti16_224_epyc_avx512_fair_recomputed_gate_jax
 .json`), float32 train / inference, bf16 train / inference: jax 0.85 /
-1.29 / 0.60 / 0.71 x timm (before, over three runs: 0.74-0.89 /
-1.20-1.27 / 0.52-0.54 / 0.68-0.75). Peak RSS of the steady training
-step (`benchmarks/memory.py`): 0.64x timm's, before 1.31x.
+1.29 / 0.60 / 0.71 x timm, and 0.85 / 1.28 / 0.63 / 0.75 with the
+projection folded (the results file) (before, over three runs: 0.74-0.89
+/ 1.20-1.27 / 0.52-0.54 / 0.68-0.75). Peak RSS of the steady training
+step (`benchmarks/memory.py`): 0.64x timm's, before 1.31x; 0.53x with
+the second projection folded in.
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/jax_spatial_gate.py --rounds 7

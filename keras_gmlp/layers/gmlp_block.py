@@ -177,6 +177,7 @@ class GMLPBlock(keras.layers.Layer):
                 direct_call(self.channel_projection_in, normalized),
                 method="call_on_projection",
                 attention=attention,
+                output_projection=self.channel_projection_out,
             )
         else:
             if self.gating == "split":
@@ -196,7 +197,7 @@ class GMLPBlock(keras.layers.Layer):
                 v=v,
                 attention=attention,
             )
-        hidden = direct_call(self.channel_projection_out, hidden)
+            hidden = direct_call(self.channel_projection_out, hidden)
         return inputs + direct_call(self.drop_path, hidden, training=training)
 
     def empty_cache(self, batch_size, max_length):

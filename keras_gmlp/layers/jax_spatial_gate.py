@@ -7,20 +7,22 @@ Imported by the unit under the JAX backend only.
 import jax
 
 
-def recomputed_spatial_gate(gate_input, product, has_attention):
+def recomputed_spatial_gate(
+    gate_input, product, has_attention, projection=None
+):
     """`u * (product(W, z, b) [+ attention])`, `(u, z) = gate_input(hidden,
-    gamma, beta)`, as a JAX function that keeps only its inputs and the
-    product for the backward pass.
+    gamma, beta)`, and `projection` of that if given, as a JAX function
+    that keeps only its inputs and the product for the backward pass.
 
     Under JAX's own differentiation, XLA keeps every elementwise
     intermediate of the gate that a gradient reads: the GELU's input, its
     gated half `u`, the normalised `v` (before and after the norm's scale
-    and center) and the product. This keeps the GELU's input and the
-    product, and the backward pass recomputes `gate_input` (elementwise
-    work that XLA fuses into the gradient's own) and differentiates it
-    and `product` with their own rules: a gMLP-Ti training step (batch 8)
-    peaks at 0.64x timm's RSS instead of 1.31x and runs 1.12x (float32)
-    and 1.19x (bfloat16) faster (`benchmarks/jax_spatial_gate.py`).
+    and center), the product and the gated output (the block's second
+    projection reads it for its kernel's gradient). This keeps the GELU's
+    input and the product, and the backward pass recomputes the rest
+    (elementwise work that XLA fuses into the gradient's own) and
+    differentiates `gate_input`, `product` and `projection` with their
+    own rules. Measured in `benchmarks/jax_spatial_gate.py`.
 
     `jax.checkpoint` would say the same, but XLA:CPU drops the
     optimisation barriers that keep the recomputation apart, and merges it
@@ -28,7 +30,7 @@ def recomputed_spatial_gate(gate_input, product, has_attention):
     elimination), which brings every intermediate back. So the
     recomputation reads the upstream gradient: `hidden + 0 * g`, `g` the
     gradient's first element, is `hidden` for any finite `g` and cannot be
-    computed before the backward pass. (With a non-finite `g` the block's
+    computed before the backward pass. (With a non-finite `g` the gate's
     gradients are all NaN instead of partly so; a loss-scale optimizer
     skips such a step either way.)
 
@@ -38,38 +40,65 @@ def recomputed_spatial_gate(gate_input, product, has_attention):
             differentiable JAX operations.
         product: function of `(weight, z, bias)` returning the token
             product `W @ z + b`.
-        has_attention: bool. Whether the function takes an `attention`
-            array, added to the product (aMLP).
+        has_attention: bool. Whether an `attention` array is added to the
+            product (aMLP).
+        projection: `None` or a function of `(gated, kernel, bias)`, the
+            block's second projection.
 
     Returns:
-        A function of `(hidden, gamma, beta, weight, bias[, attention])`
-        with the gradients of every argument. Reverse mode only (no
-        `jax.jvp`).
+        A function of `(hidden, (gamma, beta), (weight, bias), projection
+        weights, attention)`, the last two tuples (`(kernel, bias)` or
+        `()`, `(attention,)` or `()`), with the gradients of every array.
+        Reverse mode only (no `jax.jvp`).
     """
 
-    def forward(hidden, gamma, beta, weight, bias, *attention):
-        u, z = gate_input(hidden, gamma, beta)
+    def forward(
+        hidden, norm_weights, product_weights, projection_weights, attention
+    ):
+        u, z = gate_input(hidden, *norm_weights)
+        weight, bias = product_weights
         mixed = product(weight, z, bias)
-        if attention:
-            mixed = mixed + attention[0]
-        return u * mixed, (hidden, gamma, beta, weight, bias, mixed)
+        for added in attention:
+            mixed = mixed + added
+        output = u * mixed
+        if projection is not None:
+            output = projection(output, *projection_weights)
+        residuals = (hidden, norm_weights, product_weights, projection_weights)
+        return output, residuals + (mixed,)
 
     def backward(residuals, upstream):
-        hidden, gamma, beta, weight, bias, mixed = residuals
+        hidden, norm_weights, (weight, bias), projection_weights, mixed = (
+            residuals
+        )
         first = upstream[(0,) * upstream.ndim]
         hidden = hidden + (0 * first).astype(hidden.dtype)
-        (u, z), input_gradients = jax.vjp(gate_input, hidden, gamma, beta)
+        (u, z), input_gradients = jax.vjp(gate_input, hidden, *norm_weights)
+        by_projection = ()
+        if projection is not None:
+            _, projection_gradients = jax.vjp(
+                projection, u * mixed, *projection_weights
+            )
+            upstream, *by_projection = projection_gradients(upstream)
         # The product's value is not used: XLA drops it.
         _, product_gradients = jax.vjp(product, weight, z, bias)
         by_mixed = upstream * u
         by_weight, by_z, by_bias = product_gradients(by_mixed)
-        by_hidden, by_gamma, by_beta = input_gradients((upstream * mixed, by_z))
-        gradients = (by_hidden, by_gamma, by_beta, by_weight, by_bias)
-        return gradients + (by_mixed,) * has_attention
+        by_hidden, *by_norm = input_gradients((upstream * mixed, by_z))
+        return (
+            by_hidden,
+            tuple(by_norm),
+            (by_weight, by_bias),
+            tuple(by_projection),
+            (by_mixed,) if has_attention else (),
+        )
 
     @jax.custom_vjp
-    def recomputed_gate(hidden, gamma, beta, weight, bias, *attention):
-        return forward(hidden, gamma, beta, weight, bias, *attention)[0]
+    def recomputed_gate(
+        hidden, norm_weights, product_weights, projection_weights, attention
+    ):
+        return forward(
+            hidden, norm_weights, product_weights, projection_weights, attention
+        )[0]
 
     recomputed_gate.defvjp(forward, backward)
     return recomputed_gate

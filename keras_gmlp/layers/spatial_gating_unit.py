@@ -206,6 +206,20 @@ def jax_weight_gradient(upstream, v, dtype):
     return gradient.astype(dtype)
 
 
+def _plain_dense(layer):
+    """Whether `layer` is a `keras_gmlp.layers.Dense` whose call is its
+    product and bias alone (no activation, quantization or LoRA)."""
+    from keras_gmlp.layers.dense import Dense
+
+    return (
+        isinstance(layer, Dense)
+        and layer.bias is not None
+        and layer.activation in (None, keras.activations.linear)
+        and layer.quantization_mode is None
+        and not layer.lora_enabled
+    )
+
+
 def check_modes(spatial, gating):
     """Raises a ValueError for an unknown `spatial` or `gating` mode."""
     for name, value, choices in (
@@ -436,9 +450,13 @@ class SpatialGatingUnit(keras.layers.Layer):
         v = self._mix(direct_call(self.norm, v), length, static, batched=True)
         return self._gate(u, v, attention)
 
-    def call_on_projection(self, hidden, attention=None):
+    def call_on_projection(
+        self, hidden, attention=None, output_projection=None
+    ):
         """`call` of `gelu(hidden)`: the gMLP block's first projection
-        before its GELU, `(batch, tokens, channels)`.
+        before its GELU, `(batch, tokens, channels)`; with
+        `output_projection`, a built Dense (the block's second
+        projection), that Dense of the result.
 
         Under torch, while gradients are recorded, the split gating (with
         the product as a matmul, not an FFT) is one
@@ -452,19 +470,30 @@ class SpatialGatingUnit(keras.layers.Layer):
         (`benchmarks/torch_spatial_gate.py`, `benchmarks/memory.py`; an
         AMD EPYC with AVX-512). The outputs and gradients are the same.
         Under JAX (the gMLP block calls this in training only) the same
-        split gating is a `jax.custom_vjp` that keeps the same two and
-        recomputes the rest with the unit's own functions
-        (`keras_gmlp.layers.jax_spatial_gate`): the steady gMLP-Ti
-        training step's peak RSS is 0.64x timm's instead of 1.31x, and the
-        step 1.12x (float32) and 1.19-1.48x (bfloat16) as fast
-        (`benchmarks/jax_spatial_gate.py`); the outputs are the same, the
-        gradients equal up to float32 rounding. Every other case is
-        `call_on_halves` of the GELU's halves.
+        split gating, and a plain `keras_gmlp.layers.Dense` given as
+        `output_projection`, are one `jax.custom_vjp` that keeps the same
+        two and recomputes the rest, the projection's input included,
+        with the unit's own functions (`keras_gmlp.layers.jax_spatial_gate`):
+        the steady gMLP-Ti training step's peak RSS is 0.53x timm's instead
+        of 1.31x, and the step 1.09-1.12x (float32) and 1.19-1.48x
+        (bfloat16) as fast (`benchmarks/jax_spatial_gate.py`); the outputs
+        are the same, the gradients equal up to float32 rounding. Every
+        other case is `call_on_halves` of the GELU's halves, then
+        `output_projection` if given.
+
+        Args:
+            hidden: tensor `(batch, tokens, channels)`.
+            attention: `None` or a tensor `(batch, tokens, gate channels)`
+                added to the token product (aMLP).
+            output_projection: `None` or a built Dense applied to the
+                unit's output.
         """
         length = hidden.shape[-2]
         if self._recomputes_jax(hidden, length):
             self._check_length(length)
-            return self._jax_recomputed_gate(hidden, length, attention)
+            return self._jax_recomputed_gate(
+                hidden, length, attention, output_projection
+            )
         if self._recomputes(hidden, length):
             self._check_length(length)
             from keras_gmlp.layers.torch_spatial_gate import (
@@ -472,7 +501,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
 
             hidden = ops.convert_to_tensor(hidden)
-            return recomputed_spatial_gate(
+            gated = recomputed_spatial_gate(
                 hidden,
                 self.norm.gamma.value,
                 self.norm.beta.value,
@@ -481,10 +510,14 @@ class SpatialGatingUnit(keras.layers.Layer):
                 ops.cast(leading(self.bias, length, axis=0), hidden.dtype),
                 attention,
             )
-        u, v = self._halves(gelu(hidden))
-        return self.call_on_halves(u, v, attention=attention)
+        else:
+            u, v = self._halves(gelu(hidden))
+            gated = self.call_on_halves(u, v, attention=attention)
+        if output_projection is None:
+            return gated
+        return direct_call(output_projection, gated)
 
-    def _jax_recomputed_gate(self, hidden, length, attention):
+    def _jax_recomputed_gate(self, hidden, length, attention, projection):
         from keras_gmlp.layers.jax_spatial_gate import recomputed_spatial_gate
 
         epsilon, dtype = self.norm.epsilon, hidden.dtype
@@ -496,19 +529,36 @@ class SpatialGatingUnit(keras.layers.Layer):
         def product(weight, z, bias):
             return token_product(weight, z, bias, batched=True)
 
+        def project(gated, kernel, bias):
+            # `keras_gmlp.layers.Dense`'s call under JAX.
+            return bias_add(ops.matmul(gated, kernel), bias)
+
+        folded = _plain_dense(projection)
         gate = recomputed_spatial_gate(
-            gate_input, product, has_attention=attention is not None
+            gate_input,
+            product,
+            has_attention=attention is not None,
+            projection=project if folded else None,
         )
-        operands = (
+        projection_weights = ()
+        if folded:
+            projection_weights = tuple(
+                ops.cast(w.value, projection.compute_dtype)
+                for w in (projection.kernel, projection.bias)
+            )
+        gated = gate(
             hidden,
-            self.norm.gamma.value,
-            self.norm.beta.value,
-            ops.cast(self.spatial_weight(length), dtype),
-            ops.cast(leading(self.bias, length, axis=0), dtype),
+            (self.norm.gamma.value, self.norm.beta.value),
+            (
+                ops.cast(self.spatial_weight(length), dtype),
+                ops.cast(leading(self.bias, length, axis=0), dtype),
+            ),
+            projection_weights,
+            () if attention is None else (ops.cast(attention, dtype),),
         )
-        if attention is not None:
-            operands += (ops.cast(attention, dtype),)
-        return gate(*operands)
+        if projection is None or folded:
+            return gated
+        return direct_call(projection, gated)
 
     def _recomputes_jax(self, hidden, length):
         """Whether `call_on_projection` takes the recomputing JAX gate."""

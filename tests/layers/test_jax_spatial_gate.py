@@ -93,3 +93,26 @@ def test_keeps_less_for_the_backward_pass(rng):
 
     recomputed, kept_by_autograd = temporaries(), with_autograd(temporaries)
     assert recomputed < 0.8 * kept_by_autograd
+
+
+def test_output_projection_with_lora_is_applied_after_the_gate(rng):
+    # Only a plain Dense is folded into the recomputing gate; one with
+    # LoRA runs its own call on the gate's output.
+    import jax
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    block.channel_projection_out.enable_lora(2)
+    randomize_weights(block.channel_projection_out, rng, scale=0.3)
+    loss, trainable = block_loss(block, x, rng.normal(size=x.shape))
+
+    def gradients():
+        gradient = jax.grad(lambda *a: loss(*a))
+        return jax.tree.leaves(jax.jit(gradient)(trainable, x))
+
+    recomputed, expected = gradients(), with_autograd(gradients)
+    assert len(recomputed) == len(block.trainable_variables)
+    for got, want in zip(recomputed, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
