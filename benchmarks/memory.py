@@ -44,6 +44,12 @@ EPYC with AVX-512, the HEAD before it measured in the same session
 | gMLP-Ti/16, before | 1.32 (792 / 603 MiB) | 1.62 | 1.43 |
 | gMLP-S/16 | 0.74 (894 / 1,210 MiB) | 0.85 | 1.07 |
 | gMLP-S/16, before | 1.13 (1,370 / 1,210 MiB) | 1.32 | 1.35 |
+| gMLP-Ti/16, projection folded | 0.72 (437 / 604 MiB) | 0.85 | 1.15 |
+| gMLP-S/16, projection folded | 0.68 (833 / 1,220 MiB) | 0.73 | 1.00 |
+
+The last two rows (`_recomputed_gate_folded.json`) are the unit as it is:
+the block's second projection folded into the same function, its input
+recomputed rather than kept.
 
 The steady torch step now peaks below timm's. The whole peak stays
 above it by what the process holds before training: the built gMLP-Ti
@@ -64,8 +70,9 @@ input recomputed too; `_jax_recomputed_gate_folded.json`): steady step
 0.53x (319 / 599 MiB), first steps 1.64x, whole peak 1.34x.
 
 The target, peak training memory <= timm's, is met in the steady step
-under torch and JAX; the first steps (JAX: compilation) and the whole
-process (imports) stay above timm's. The first-step
+under torch and JAX, and under torch in the first steps too; JAX's first
+steps (compilation) and, but for torch's gMLP-S, the whole process
+(imports) stay above timm's. The first-step
 figures of JAX and TensorFlow include XLA compilation; the steady
 figures do not. TensorFlow keeps its step's buffers resident
 between steps even after `malloc_trim`, so RSS cannot see its peak.

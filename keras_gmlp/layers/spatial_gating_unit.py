@@ -459,21 +459,22 @@ class SpatialGatingUnit(keras.layers.Layer):
         projection), that Dense of the result.
 
         Under torch, while gradients are recorded, the split gating (with
-        the product as a matmul, not an FFT) is one
+        the product as a matmul, not an FFT), and a plain
+        `keras_gmlp.layers.Dense` given as `output_projection`, are one
         `torch.autograd.Function` that keeps for the backward pass the
-        GELU's input and the product, and recomputes the GELU and the
-        norm there (`keras_gmlp.layers.torch_spatial_gate`): a gMLP-Ti
-        training forward (batch 8) leaves 350 MiB for the backward pass
-        instead of 557 (float32; bfloat16 176 instead of 279), the
-        steady training step's peak RSS is 0.80x timm's instead of 1.32x,
-        and the step is 1.02-1.03x (float32) and 1.02x (bfloat16) as fast
+        GELU's input and the product, and recomputes the GELU, the norm
+        and the projection's input there
+        (`keras_gmlp.layers.torch_spatial_gate`): a gMLP-Ti training
+        forward (batch 8) leaves 281 MiB for the backward pass instead of
+        557 (float32; bfloat16 141 instead of 279), the steady training
+        step's peak RSS is 0.72x timm's instead of 1.32x, and the step is
+        1.00-1.03x (float32) and 1.01-1.02x (bfloat16) as fast
         (`benchmarks/torch_spatial_gate.py`, `benchmarks/memory.py`; an
         AMD EPYC with AVX-512). The outputs and gradients are the same.
         Under JAX (the gMLP block calls this in training only) the same
-        split gating, and a plain `keras_gmlp.layers.Dense` given as
-        `output_projection`, are one `jax.custom_vjp` that keeps the same
-        two and recomputes the rest, the projection's input included,
-        with the unit's own functions (`keras_gmlp.layers.jax_spatial_gate`):
+        is one `jax.custom_vjp` that keeps the same two and recomputes
+        the rest with the unit's own functions
+        (`keras_gmlp.layers.jax_spatial_gate`):
         the steady gMLP-Ti training step's peak RSS is 0.53x timm's instead
         of 1.31x, and the step 1.09-1.12x (float32) and 1.19-1.48x
         (bfloat16) as fast (`benchmarks/jax_spatial_gate.py`); the outputs
@@ -501,6 +502,12 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
 
             hidden = ops.convert_to_tensor(hidden)
+            projection_weights = ()
+            if _plain_dense(output_projection):
+                projection_weights = tuple(
+                    ops.cast(w.value, hidden.dtype)
+                    for w in (output_projection.kernel, output_projection.bias)
+                )
             gated = recomputed_spatial_gate(
                 hidden,
                 self.norm.gamma.value,
@@ -509,7 +516,10 @@ class SpatialGatingUnit(keras.layers.Layer):
                 ops.cast(self.spatial_weight(length), hidden.dtype),
                 ops.cast(leading(self.bias, length, axis=0), hidden.dtype),
                 attention,
+                *projection_weights,
             )
+            if projection_weights:
+                return gated
         else:
             u, v = self._halves(gelu(hidden))
             gated = self.call_on_halves(u, v, attention=attention)

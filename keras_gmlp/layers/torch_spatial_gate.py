@@ -9,17 +9,28 @@ from torch.autograd.function import once_differentiable
 
 
 def recomputed_spatial_gate(
-    hidden, gamma, beta, epsilon, weight, bias, attention
+    hidden,
+    gamma,
+    beta,
+    epsilon,
+    weight,
+    bias,
+    attention,
+    kernel=None,
+    projection_bias=None,
 ):
     """`u * (W @ LayerNorm(v) + b [+ attention])`, `(u, v)` the halves of
-    `gelu(hidden)`, keeping only `hidden` and `W @ LayerNorm(v) + b` for
-    the backward pass.
+    `gelu(hidden)`, and that times `kernel` plus `projection_bias` if
+    given (the block's second projection), keeping only `hidden` and
+    `W @ LayerNorm(v) + b` for the backward pass.
 
     Under autograd the gMLP block's gate keeps the GELU's input and
-    output, the normalised `v` and the product: `3 f` values per token
-    for `f` expanded channels, where this keeps `1.5 f` (and the norm's
-    mean and inverse deviation, one value per token each). The backward
-    pass recomputes `gelu(hidden)` and the normalised `v` from them, and
+    output, the normalised `v`, the product and the second projection's
+    input: `3.5 f` values per token for `f` expanded channels, where this
+    keeps `1.5 f` (and the norm's mean and inverse deviation, one value
+    per token each). The backward
+    pass recomputes `gelu(hidden)`, the normalised `v` and the
+    projection's input from them, and
     writes the gradients into the recomputed GELU's buffer rather than
     fresh ones. The gradients are autograd's, to the bit in float32:
     torch's `gelu_backward` and `native_layer_norm_backward`, and the
@@ -37,12 +48,23 @@ def recomputed_spatial_gate(
         bias: torch tensor `(tokens,)`, `b`, in `hidden`'s dtype.
         attention: `None` or a torch tensor `(..., tokens, c)` added to
             the product (aMLP).
+        kernel: `None` or a torch tensor `(c, d)` in `hidden`'s dtype.
+        projection_bias: `None` or a torch tensor `(d,)`, with `kernel`.
 
     Returns:
-        Torch tensor `(..., tokens, c)` in `hidden`'s dtype.
+        Torch tensor `(..., tokens, c)`, or `(..., tokens, d)` with
+        `kernel`, in `hidden`'s dtype.
     """
     return RecomputedGate.apply(
-        hidden, gamma, beta, weight, bias, attention, epsilon
+        hidden,
+        gamma,
+        beta,
+        weight,
+        bias,
+        attention,
+        epsilon,
+        kernel,
+        projection_bias,
     )
 
 
@@ -56,7 +78,18 @@ class RecomputedGate(torch.autograd.Function):
     """`recomputed_spatial_gate`'s forward and backward passes."""
 
     @staticmethod
-    def forward(ctx, hidden, gamma, beta, weight, bias, attention, epsilon):
+    def forward(
+        ctx,
+        hidden,
+        gamma,
+        beta,
+        weight,
+        bias,
+        attention,
+        epsilon,
+        kernel,
+        projection_bias,
+    ):
         u, v = torch.nn.functional.gelu(hidden).chunk(2, dim=-1)
         normalized, mean, inverse_deviation = torch.native_layer_norm(
             v, (v.shape[-1],), gamma, beta, epsilon
@@ -65,21 +98,45 @@ class RecomputedGate(torch.autograd.Function):
         if attention is not None:
             product.add_(attention)
         ctx.save_for_backward(
-            hidden, mean, inverse_deviation, product, gamma, beta, weight
+            hidden,
+            mean,
+            inverse_deviation,
+            product,
+            gamma,
+            beta,
+            weight,
+            kernel,
         )
         ctx.has_attention = attention is not None
         ctx.epsilon = epsilon
-        return u * product
+        gated = u * product
+        if kernel is None:
+            return gated
+        return torch.nn.functional.linear(gated, kernel.t(), projection_bias)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, upstream):
-        (hidden, mean, inverse_deviation, product, gamma, beta, weight) = (
-            ctx.saved_tensors
-        )
+        (
+            hidden,
+            mean,
+            inverse_deviation,
+            product,
+            gamma,
+            beta,
+            weight,
+            kernel,
+        ) = ctx.saved_tensors
         activated = torch.nn.functional.gelu(hidden)
         u, v = activated.chunk(2, dim=-1)
         v = v.contiguous()
+        by_kernel = by_projection_bias = None
+        if kernel is not None:
+            # The second projection's gradients, its input recomputed.
+            rows = upstream.reshape(-1, upstream.shape[-1])
+            by_kernel = (u * product).reshape(-1, u.shape[-1]).t() @ rows
+            by_projection_bias = rows.sum(dim=0)
+            upstream = upstream @ kernel.t()
         by_product = upstream * u
         # The GELU's output gradient takes the place of its output (no
         # fresh buffer, no concatenation), and its input's gradient
@@ -128,4 +185,6 @@ class RecomputedGate(torch.autograd.Function):
             by_bias,
             by_attention,
             None,
+            by_kernel,
+            by_projection_bias,
         )

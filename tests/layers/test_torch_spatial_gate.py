@@ -13,8 +13,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def formula(hidden, gamma, beta, weight, bias, attention):
-    """The gate in plain torch ops, for autograd to differentiate."""
+def formula(
+    hidden,
+    gamma,
+    beta,
+    weight,
+    bias,
+    attention=None,
+    kernel=None,
+    projection_bias=None,
+):
+    """The gate (and the second projection) in plain torch ops, for
+    autograd to differentiate."""
     import torch
 
     u, v = torch.nn.functional.gelu(hidden).chunk(2, dim=-1)
@@ -22,10 +32,12 @@ def formula(hidden, gamma, beta, weight, bias, attention):
     product = torch.matmul(weight, z) + bias[:, None]
     if attention is not None:
         product = product + attention
-    return u * product
+    if kernel is None:
+        return u * product
+    return (u * product) @ kernel + projection_bias
 
 
-def operands(rng, batch_shape, dtype, attention):
+def operands(rng, batch_shape, dtype, attention, projection=False):
     import torch
 
     tokens, channels = 5, 4
@@ -38,6 +50,9 @@ def operands(rng, batch_shape, dtype, attention):
     }
     if attention:
         shapes["attention"] = (*batch_shape, tokens, channels)
+    if projection:
+        shapes["kernel"] = (channels, 3)
+        shapes["projection_bias"] = (3,)
     values = {name: rng.normal(size=shape) for name, shape in shapes.items()}
     # The norm's scale and center stay float32, as a mixed policy has them.
     return {
@@ -50,15 +65,20 @@ def operands(rng, batch_shape, dtype, attention):
     }
 
 
+@pytest.mark.parametrize("projection", [False, True])
 @pytest.mark.parametrize("attention", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batch_shape", [(), (3,), (2, 3)])
-def test_matches_autograd_of_the_formula(batch_shape, dtype, attention, rng):
+def test_matches_autograd_of_the_formula(
+    batch_shape, dtype, attention, projection, rng
+):
     import torch
 
     from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
 
-    tensors = operands(rng, batch_shape, getattr(torch, dtype), attention)
+    tensors = operands(
+        rng, batch_shape, getattr(torch, dtype), attention, projection
+    )
     names = list(tensors)
     output = recomputed_spatial_gate(
         tensors["hidden"],
@@ -68,6 +88,8 @@ def test_matches_autograd_of_the_formula(batch_shape, dtype, attention, rng):
         tensors["weight"],
         tensors["bias"],
         tensors.get("attention"),
+        tensors.get("kernel"),
+        tensors.get("projection_bias"),
     )
     upstream = torch.tensor(rng.normal(size=output.shape))
     got = torch.autograd.grad(
@@ -78,7 +100,7 @@ def test_matches_autograd_of_the_formula(batch_shape, dtype, attention, rng):
     wide = {
         n: t.detach().double().requires_grad_(True) for n, t in tensors.items()
     }
-    expected = formula(**{**dict.fromkeys(["attention"]), **wide})
+    expected = formula(**wide)
     want = torch.autograd.grad(expected, [wide[n] for n in names], upstream)
     tolerance = 1e-5 if dtype == "float32" else 3e-2
     for name, value, reference in zip(
@@ -168,10 +190,11 @@ def test_block_keeps_less_for_the_backward_pass(attention_dim, rng):
         recomputed.detach().numpy(), plain.detach().numpy(), atol=1e-6
     )
     # Autograd keeps, per token, the GELU's input and output (32 values
-    # each), the normalised `v` and the product (16 each) in the gate,
-    # 132 values with the block's others (without attention); the
-    # recomputing gate keeps no GELU output and no normalised `v`.
-    assert kept_by_autograd - kept == 4 * 12 * (32 + 16)
+    # each), the normalised `v`, the product and the second projection's
+    # input (16 each), 132 values with the block's others (without
+    # attention); the recomputing gate, into which the projection is
+    # folded, keeps no GELU output, normalised `v` or projection input.
+    assert kept_by_autograd - kept == 4 * 12 * (32 + 16 + 16)
 
 
 def backward_names(output):
@@ -211,3 +234,33 @@ def test_recomputes_only_where_it_applies(rng):
         np.testing.assert_allclose(
             output.detach().numpy(), expected.detach().numpy(), atol=1e-6
         )
+
+
+def test_output_projection_with_lora_is_applied_after_the_gate(rng):
+    # Only a plain Dense is folded into the recomputing gate; one with
+    # LoRA runs its own call on the gate's output.
+    import torch
+
+    x = torch.tensor(rng.normal(size=(2, 6, 8)), dtype=torch.float32)
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+    block.channel_projection_out.enable_lora(2)
+    randomize_weights(block, rng, scale=0.3)
+    weights = [v.value for v in block.trainable_variables]
+
+    def gradients():
+        output = block(x, training=True)
+        assert "RecomputedGateBackward" in backward_names(output)
+        return torch.autograd.grad(output.square().sum(), weights)
+
+    original = SpatialGatingUnit._recomputes
+    recomputed = gradients()
+    SpatialGatingUnit._recomputes = lambda self, hidden, length: False
+    try:
+        output = block(x, training=True)
+        expected = torch.autograd.grad(output.square().sum(), weights)
+    finally:
+        SpatialGatingUnit._recomputes = original
+    assert len(recomputed) == len(block.trainable_variables)
+    for got, want in zip(recomputed, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
