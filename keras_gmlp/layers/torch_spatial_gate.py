@@ -28,14 +28,13 @@ def recomputed_spatial_gate(
     output, the normalised `v`, the product and the second projection's
     input: `3.5 f` values per token for `f` expanded channels, where this
     keeps `1.5 f` (and the norm's mean and inverse deviation, one value
-    per token each). The backward
-    pass recomputes `gelu(hidden)`, the normalised `v` and the
-    projection's input from them, and
-    writes the gradients into the recomputed GELU's buffer rather than
-    fresh ones. The gradients are autograd's, to the bit in float32:
-    torch's `gelu_backward` and `native_layer_norm_backward`, and the
-    products' transposes. Single reverse-mode differentiation only (no
-    double backward).
+    per token each). The backward pass recomputes `gelu(hidden)`, the
+    normalised `v` and the projection's input from them, and writes the
+    gradients into the recomputed GELU's buffer rather than fresh ones.
+    The gradients are autograd's formulas (bit for bit in our float32
+    and bfloat16 checks): torch's `gelu_backward` and
+    `native_layer_norm_backward`, and the products' transposes. Single
+    reverse-mode differentiation only (no double backward).
 
     Args:
         hidden: torch tensor `(..., tokens, 2 c)`, the block's first
