@@ -559,6 +559,24 @@ def variant_model_functions(batch_size, variant, names, precision, infer):
     return functions
 
 
+def saved_tensor_storages(function):
+    """`(function(), {storage pointer: bytes})`: the output of `function`
+    and the storages of the tensors torch's autograd saves while it runs,
+    each storage once."""
+    import torch
+
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        output = function()
+    return output, storages
+
+
 def run_ab(
     doc,
     name,

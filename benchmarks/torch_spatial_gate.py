@@ -80,26 +80,17 @@ def use_variant(variant, original):
     from keras_gmlp.layers import SpatialGatingUnit
 
     if variant == BASELINE:
-        SpatialGatingUnit._recomputes = lambda self, hidden, length: False
+        SpatialGatingUnit._recomputes_torch = lambda self, hidden, length: False
     else:
-        SpatialGatingUnit._recomputes = original
+        SpatialGatingUnit._recomputes_torch = original
 
 
 def saved_mib(model, images):
     """MiB of the tensors autograd saves in one training forward of
     `model`, each storage once."""
-    import torch
-
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        logits = model(images, training=True)
-    del logits
+    _, storages = common.saved_tensor_storages(
+        lambda: model(images, training=True)
+    )
     return sum(storages.values()) / 2**20
 
 
@@ -111,7 +102,7 @@ def main():
 
     common.configure_threads(args.threads)
     run = common.header()
-    original = SpatialGatingUnit._recomputes
+    original = SpatialGatingUnit._recomputes_torch
     images, labels = common.random_image_batch(args.batch_size, 224)
     rows = []
     for precision in args.precisions:

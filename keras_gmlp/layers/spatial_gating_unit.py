@@ -495,26 +495,22 @@ class SpatialGatingUnit(keras.layers.Layer):
             return self._jax_recomputed_gate(
                 hidden, length, attention, output_projection
             )
-        if self._recomputes(hidden, length):
+        if self._recomputes_torch(hidden, length):
             self._check_length(length)
             from keras_gmlp.layers.torch_spatial_gate import (
                 recomputed_spatial_gate,
             )
 
             hidden = ops.convert_to_tensor(hidden)
-            projection_weights = ()
-            if _plain_dense(output_projection):
-                projection_weights = tuple(
-                    ops.cast(w.value, hidden.dtype)
-                    for w in (output_projection.kernel, output_projection.bias)
-                )
+            product_weights, projection_weights = self._recomputed_operands(
+                length, hidden.dtype, output_projection
+            )
             gated = recomputed_spatial_gate(
                 hidden,
                 self.norm.gamma.value,
                 self.norm.beta.value,
                 self.norm.epsilon,
-                ops.cast(self.spatial_weight(length), hidden.dtype),
-                ops.cast(leading(self.bias, length, axis=0), hidden.dtype),
+                *product_weights,
                 attention,
                 *projection_weights,
             )
@@ -543,32 +539,40 @@ class SpatialGatingUnit(keras.layers.Layer):
             # `keras_gmlp.layers.Dense`'s call under JAX.
             return bias_add(ops.matmul(gated, kernel), bias)
 
-        folded = _plain_dense(projection)
+        product_weights, projection_weights = self._recomputed_operands(
+            length, dtype, projection
+        )
         gate = recomputed_spatial_gate(
             gate_input,
             product,
             has_attention=attention is not None,
-            projection=project if folded else None,
+            projection=project if projection_weights else None,
         )
-        projection_weights = ()
-        if folded:
-            projection_weights = tuple(
-                ops.cast(w.value, projection.compute_dtype)
-                for w in (projection.kernel, projection.bias)
-            )
         gated = gate(
             hidden,
             (self.norm.gamma.value, self.norm.beta.value),
-            (
-                ops.cast(self.spatial_weight(length), dtype),
-                ops.cast(leading(self.bias, length, axis=0), dtype),
-            ),
+            product_weights,
             projection_weights,
             () if attention is None else (ops.cast(attention, dtype),),
         )
-        if projection is None or folded:
+        if projection is None or projection_weights:
             return gated
         return direct_call(projection, gated)
+
+    def _recomputed_operands(self, length, dtype, projection):
+        """`((W, b), projection weights)` for a recomputing gate, in
+        `dtype`: the projection's `(kernel, bias)` where it is a plain
+        Dense to fold in, else `()`."""
+        product_weights = (
+            ops.cast(self.spatial_weight(length), dtype),
+            ops.cast(leading(self.bias, length, axis=0), dtype),
+        )
+        if not _plain_dense(projection):
+            return product_weights, ()
+        return product_weights, tuple(
+            ops.cast(w.value, dtype)
+            for w in (projection.kernel, projection.bias)
+        )
 
     def _recomputes_jax(self, hidden, length):
         """Whether `call_on_projection` takes the recomputing JAX gate."""
@@ -595,7 +599,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             and not isinstance(hidden, keras.KerasTensor)
         )
 
-    def _recomputes(self, hidden, length):
+    def _recomputes_torch(self, hidden, length):
         """Whether `call_on_projection` takes the recomputing torch gate."""
         if keras.config.backend() != "torch":
             return False

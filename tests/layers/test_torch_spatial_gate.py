@@ -4,6 +4,7 @@ import keras
 import numpy as np
 import pytest
 
+from benchmarks.common import saved_tensor_storages
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from tests.layer_test import randomize_weights
@@ -117,23 +118,6 @@ def test_matches_autograd_of_the_formula(
         )
 
 
-def saved_storages(function):
-    """`function()`'s output and {storage pointer: bytes} of the tensors
-    autograd saves while it runs."""
-    import torch
-
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        output = function()
-    return output, storages
-
-
 def test_keeps_the_gelu_input_and_the_product_only(rng):
     import torch
 
@@ -141,7 +125,7 @@ def test_keeps_the_gelu_input_and_the_product_only(rng):
 
     tensors = operands(rng, (3,), torch.float32, attention=False)
     hidden = tensors["hidden"]
-    _, storages = saved_storages(
+    _, storages = saved_tensor_storages(
         lambda: recomputed_spatial_gate(
             hidden,
             tensors["gamma"],
@@ -163,13 +147,15 @@ def test_keeps_the_gelu_input_and_the_product_only(rng):
 
 
 def block_saved_bytes(block, x, recomputes):
-    original = SpatialGatingUnit._recomputes
+    original = SpatialGatingUnit._recomputes_torch
     if not recomputes:
-        SpatialGatingUnit._recomputes = lambda self, hidden, length: False
+        SpatialGatingUnit._recomputes_torch = lambda self, hidden, length: False
     try:
-        output, storages = saved_storages(lambda: block(x, training=True))
+        output, storages = saved_tensor_storages(
+            lambda: block(x, training=True)
+        )
     finally:
-        SpatialGatingUnit._recomputes = original
+        SpatialGatingUnit._recomputes_torch = original
     for weight in block.weights:  # the activations alone
         storages.pop(weight.value.untyped_storage().data_ptr(), None)
     return output, sum(storages.values())
@@ -253,14 +239,14 @@ def test_output_projection_with_lora_is_applied_after_the_gate(rng):
         assert "RecomputedGateBackward" in backward_names(output)
         return torch.autograd.grad(output.square().sum(), weights)
 
-    original = SpatialGatingUnit._recomputes
+    original = SpatialGatingUnit._recomputes_torch
     recomputed = gradients()
-    SpatialGatingUnit._recomputes = lambda self, hidden, length: False
+    SpatialGatingUnit._recomputes_torch = lambda self, hidden, length: False
     try:
         output = block(x, training=True)
         expected = torch.autograd.grad(output.square().sum(), weights)
     finally:
-        SpatialGatingUnit._recomputes = original
+        SpatialGatingUnit._recomputes_torch = original
     assert len(recomputed) == len(block.trainable_variables)
     for got, want in zip(recomputed, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
