@@ -479,8 +479,9 @@ def serve(handlers):
 def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
     """The flags the A/B benchmarks share; the script adds its own.
 
-    `--rounds`, `--batch-size`, `--precisions` and, with `threads`,
-    `--threads` (for `configure_threads`, which JAX does not take).
+    `--rounds`, `--batch-size`, `--precisions`, `--suffix` and, with
+    `threads`, `--threads` (for `configure_threads`, which JAX does not
+    take).
 
     Args:
         doc: str. The script's docstring, the help's text.
@@ -497,6 +498,9 @@ def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
         parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--precisions", nargs="+", default=list(precisions), choices=precisions
+    )
+    parser.add_argument(
+        "--suffix", default="", help="of the results file's name"
     )
     return parser
 
@@ -594,7 +598,7 @@ def run_ab(
     interleaved rounds the gMLP-Ti steps of `variant_model_functions` (one
     model traced inside `variant(baseline)`, one inside
     `variant(candidate)`) and the single ops of `op_functions`; prints the
-    A/B table and writes `benchmarks/results/<name>_<backend>.json`.
+    A/B table and writes `benchmarks/results/<name><suffix>_<backend>.json`.
 
     Args:
         doc: str. The script's docstring (the flags' help).
@@ -647,7 +651,7 @@ def run_ab(
         run,
         rows,
         ab_columns(baseline, candidate),
-        f"{name}_{run['backend']}",
+        f"{name}{args.suffix}_{run['backend']}",
         rounds=args.rounds,
         batch_size=args.batch_size,
     )

@@ -1,5 +1,6 @@
 """A/B: the gMLP block's first projection as one product split in two,
-or as two products, one per half (`split_dense_gelu`).
+or as two products, one per half (`split_dense_gelu`; before the GELU in
+JAX training, `split_dense`).
 
 Issue 12. Found with a `jax.profiler` trace of gMLP-Ti/16 inference
 (batch 8, float32, an idle 2-core AMD EPYC with AVX-512 and AVX512-BF16):
@@ -54,12 +55,29 @@ bf16 training again, 11 rounds: 1.03 (1.00-1.63), inference 1.03. The
 torch row (one run, 0.94-1.01, 0.96-1.05, 0.95-1.03, 0.90-1.13) measured
 two products under torch too, before torch was given one (below); its
 file is that run's. JAX's training rows measured two products in
-training too; the package keeps one there, for memory (see
-`split_dense_gelu`: XLA's temporaries for the float32 step, 962 MB
-against 807 MB; in bfloat16 755 against 792 MB). The halves as slices
+training too, under JAX's own differentiation, which the package then
+kept at one, for memory (see `split_dense_gelu`: XLA's temporaries for
+the float32 step, 962 MB against 807 MB; in bfloat16 755 against 792
+MB); the recomputing gate has two again (below). The halves as slices
 against `split` (the gradient a concatenation instead of two zero-filled
 kernels summed), float32 training, 7 rounds: tensorflow 1.005x, jax
 1.006x.
+
+JAX training since the spatial gating unit's recomputing gate
+(`keras_gmlp.layers.jax_spatial_gate`): the block takes the two halves'
+products before their GELU (`keras_gmlp.layers.gelu.split_dense`) and
+the gate keeps both for the backward pass, as it kept the whole
+projection, so the memory cost above is gone. Measured on the same
+EPYC: the steady training step's peak RSS 323 MiB either way, the first
+steps 772 against 812 MiB (`memory.py`, one run each); XLA's
+temporaries for the gradient of a stack of blocks 1.01-1.02x (4-6
+blocks, scratch). Speed, x one product then split (the baseline patches
+`split_dense` as well), float32 / bfloat16 training: this script, 7 and
+9 rounds (`split_projection_recomputed_gate{,_run2}_jax.json`), 1.05 /
+1.26 and 1.03 / 0.97, the rounds 0.65-1.5; training alone, 15 rounds,
+two runs each (scratch), 1.03, 1.03 / 0.99, 1.00. Two 7-round scratch
+runs before those measured 1.25 and 1.13 float32, 1.05 bfloat16: the
+float32 gain is a few per cent, bfloat16 none.
 
 A scratch A/B before it (JAX, plain `ops.matmul` and add for each half,
 7 rounds): float32 train 1.02x, inference 1.26x; bf16 train 0.93x with
@@ -109,13 +127,27 @@ def one_product(dense, inputs, training=None):
     return tuple(ops.split(hidden, 2, axis=-1))
 
 
+def one_product_before_gelu(dense, inputs):
+    """The previous form of the JAX training path: the whole projection,
+    then split."""
+    from keras import ops
+
+    from keras_gmlp.layers.direct_call import direct_call
+
+    return tuple(ops.split(direct_call(dense, inputs), 2, axis=-1))
+
+
+@contextlib.contextmanager
 def variant(name):
     """A context in which the blocks traced take the `name` form."""
     from keras_gmlp.layers import gmlp_block
 
     if name != BASELINE:
-        return contextlib.nullcontext()
-    return common.patched(gmlp_block, "split_dense_gelu", one_product)
+        yield
+        return
+    with common.patched(gmlp_block, "split_dense_gelu", one_product):
+        with common.patched(gmlp_block, "split_dense", one_product_before_gelu):
+            yield
 
 
 if __name__ == "__main__":

@@ -121,7 +121,9 @@ def split_dense_gelu(dense, inputs, training=None):
     buffers alive to run the halves side by side: the float32 gMLP-Ti
     step (batch 8) allocated 962 MB of temporaries against 807 MB
     (792 MB with `--xla_cpu_enable_concurrency_optimized_scheduler=
-    false`). So under torch, in JAX training, and for a Dense with LoRA,
+    false`; the gMLP block's recomputing gate does not pay that, and
+    takes `split_dense` there). So under torch, in JAX training, and for a
+    Dense with LoRA,
     quantized, without bias or with an activation, and for symbolic
     inputs, it is `dense_gelu` split into two. The same sums as one
     product's columns: outputs equal up to rounding.
@@ -157,18 +159,67 @@ def split_dense_gelu(dense, inputs, training=None):
         return tuple(ops.split(hidden, 2, axis=-1))
     fused = not training and _onednn_fuses_dense_gelu(dense, inputs)
     inputs, kernel, bias = _dense_operands(dense, inputs)
-    # `split`, not two slices: its gradient is one concatenation, not two
-    # zero-filled kernel-sized tensors summed (training steps measured
-    # the same, 1.005-1.006x).
-    kernels = ops.split(kernel, 2, axis=-1)
-    halves = zip(kernels, ops.split(bias, 2, axis=-1), strict=True)
+    halves = _kernel_halves(kernel, bias)
     if fused:
         return tuple(_onednn_dense_gelu(inputs, k, b) for k, b in halves)
     return tuple(gelu(_product(inputs, k, b)) for k, b in halves)
 
 
+def split_dense(dense, inputs):
+    """The two halves of `dense(inputs)`, each its own product.
+
+    `split_dense_gelu` before its GELU, on every backend. The gMLP block
+    takes it in JAX training, where the spatial gating unit's recomputing
+    gate applies the GELU and recomputes it for the backward pass
+    (`SpatialGatingUnit.call_on_projection`). There two products, against
+    one split in two, made gMLP-Ti's float32 training step 1.03-1.05x
+    faster (four runs of 9-15 rounds; the bfloat16 step 0.97-1.05x) at
+    the same steady step's peak RSS (`benchmarks/split_projection.py`): the
+    gate keeps the two halves as it kept the whole. A Dense
+    `split_dense_gelu` cannot split (LoRA,
+    quantized, no bias, an activation, symbolic inputs) runs its own call,
+    then the split.
+
+    Args:
+        dense: a built `keras.layers.Dense` with an even number of units.
+        inputs: tensor `(..., dense input channels)`.
+
+    Returns:
+        `(u, v)`: tensors `(..., units / 2)`, the first and second half.
+
+    Example:
+
+    >>> from keras_gmlp.layers.gelu import split_dense
+    >>> dense = keras.layers.Dense(6)
+    >>> dense.build((None, 4))
+    >>> x = np.ones((2, 4), "float32")
+    >>> u, v = split_dense(dense, x)
+    >>> whole = keras.ops.convert_to_numpy(dense(x))
+    >>> halves = keras.ops.convert_to_numpy(keras.ops.concatenate([u, v], -1))
+    >>> bool(np.allclose(halves, whole, atol=1e-6))
+    True
+    """
+    if not _projects_halves(dense, inputs):
+        return tuple(ops.split(direct_call(dense, inputs), 2, axis=-1))
+    inputs, kernel, bias = _dense_operands(dense, inputs)
+    return tuple(
+        _product(inputs, k, b) for k, b in _kernel_halves(kernel, bias)
+    )
+
+
+def _kernel_halves(kernel, bias):
+    """`[(first half's kernel, bias), (second half's)]` of a Dense's
+    columns."""
+    # `split`, not two slices: its gradient is one concatenation, not two
+    # zero-filled kernel-sized tensors summed (training steps measured
+    # the same, 1.005-1.006x).
+    kernels = ops.split(kernel, 2, axis=-1)
+    return list(zip(kernels, ops.split(bias, 2, axis=-1), strict=True))
+
+
 def _projects_halves(dense, inputs):
-    """Whether `split_dense_gelu` can take the kernel's halves itself."""
+    """Whether `split_dense_gelu` and `split_dense` can take the kernel's
+    halves themselves."""
     return (
         dense.built
         and dense.bias is not None

@@ -37,7 +37,8 @@ def recomputed_spatial_gate(
     Args:
         gate_input: function of `(hidden, gamma, beta)` returning `(u, z)`,
             the gated half and the normalised gate input, made of
-            differentiable JAX operations.
+            differentiable JAX operations; `hidden` an array or a tuple of
+            arrays (the projection, or its two halves), kept as given.
         product: function of `(weight, z, bias)` returning the token
             product `W @ z + b`.
         has_attention: bool. Whether an `attention` array is added to the
@@ -71,7 +72,7 @@ def recomputed_spatial_gate(
             residuals
         )
         first = upstream[(0,) * upstream.ndim]
-        hidden = hidden + (0 * first).astype(hidden.dtype)
+        hidden = jax.tree.map(lambda h: h + (0 * first).astype(h.dtype), hidden)
         (u, z), input_gradients = jax.vjp(gate_input, hidden, *norm_weights)
         by_projection = ()
         if projection is not None:

@@ -471,8 +471,10 @@ class SpatialGatingUnit(keras.layers.Layer):
         1.00-1.03x (float32) and 1.01-1.02x (bfloat16) as fast
         (`benchmarks/torch_spatial_gate.py`, `benchmarks/memory.py`; an
         AMD EPYC with AVX-512). The outputs and gradients are the same.
-        Under JAX (the gMLP block calls this in training only) the same
-        is one `jax.custom_vjp` that keeps the same two and recomputes
+        Under JAX (the gMLP block calls this in training only, with its
+        projection's two halves as two products:
+        `keras_gmlp.layers.gelu.split_dense`) the same is one
+        `jax.custom_vjp` that keeps the same two and recomputes
         the rest with the unit's own functions
         (`keras_gmlp.layers.jax_spatial_gate`):
         the steady gMLP-Ti training step's peak RSS is 0.53x timm's instead
@@ -483,19 +485,33 @@ class SpatialGatingUnit(keras.layers.Layer):
         `output_projection` if given.
 
         Args:
-            hidden: tensor `(batch, tokens, channels)`.
+            hidden: tensor `(batch, tokens, channels)`, or for the split
+                gating the pair of its halves' projections `(u's, v's)`,
+                each `(batch, tokens, channels / 2)`
+                (`keras_gmlp.layers.gelu.split_dense`).
             attention: `None` or a tensor `(batch, tokens, gate channels)`
                 added to the token product (aMLP).
             output_projection: `None` or a built Dense applied to the
                 unit's output.
         """
-        length = hidden.shape[-2]
-        if self._recomputes_jax(hidden, length):
+        pair = isinstance(hidden, (tuple, list))
+        if pair and (self.gating != "split" or len(hidden) != 2):
+            raise ValueError(
+                "`call_on_projection` takes one tensor or, with "
+                "gating='split', the pair (u's projection, v's); received "
+                f"{len(hidden)} tensors with gating={self.gating!r}."
+            )
+        first = hidden[0] if pair else hidden
+        length = first.shape[-2]
+        if self._recomputes_jax(first, length):
             self._check_length(length)
             return self._jax_recomputed_gate(
-                hidden, length, attention, output_projection
+                tuple(hidden) if pair else hidden,
+                length,
+                attention,
+                output_projection,
             )
-        if self._recomputes_torch(hidden, length):
+        if not pair and self._recomputes_torch(hidden, length):
             self._check_length(length)
             from keras_gmlp.layers.torch_spatial_gate import (
                 recomputed_spatial_gate,
@@ -517,7 +533,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             if projection_weights:
                 return gated
         else:
-            u, v = self._halves(gelu(hidden))
+            u, v = map(gelu, hidden) if pair else self._halves(gelu(hidden))
             gated = self.call_on_halves(u, v, attention=attention)
         if output_projection is None:
             return gated
@@ -526,10 +542,14 @@ class SpatialGatingUnit(keras.layers.Layer):
     def _jax_recomputed_gate(self, hidden, length, attention, projection):
         from keras_gmlp.layers.jax_spatial_gate import recomputed_spatial_gate
 
-        epsilon, dtype = self.norm.epsilon, hidden.dtype
+        epsilon = self.norm.epsilon
+        dtype = (hidden[0] if isinstance(hidden, tuple) else hidden).dtype
 
         def gate_input(hidden, gamma, beta):
-            u, v = ops.split(gelu(hidden), 2, axis=-1)
+            if isinstance(hidden, tuple):
+                u, v = map(gelu, hidden)
+            else:
+                u, v = ops.split(gelu(hidden), 2, axis=-1)
             return u, jax_layer_norm(v, gamma, beta, epsilon, dtype)
 
         def product(weight, z, bias):

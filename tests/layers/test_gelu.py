@@ -1,7 +1,8 @@
 """The block's exact GELU (an XLA function under TensorFlow) against the
 normal CDF in float64 numpy: outputs, gradients, dtypes; the projection
 and GELU `dense_gelu` (one oneDNN kernel in TensorFlow's inference
-graphs) and its halves as two products (`split_dense_gelu`); and exports
+graphs) and its halves as two products (`split_dense_gelu`, and before
+the GELU `split_dense`); and exports
 of the XLA functions' layers (GELU, LayerNormalization) that hold
 none."""
 
@@ -14,6 +15,7 @@ import pytest
 from keras_gmlp.layers import Dense
 from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.gelu import gelu
+from keras_gmlp.layers.gelu import split_dense
 from keras_gmlp.layers.gelu import split_dense_gelu
 from keras_gmlp.layers.xla_functions import portable_ops
 from tests.gradients import gradients
@@ -195,6 +197,15 @@ class SplitDenseGELU(DenseGELU):
         return keras.ops.concatenate([u, v], axis=-1)
 
 
+class SplitDense(DenseGELU):
+    """`split_dense` of a Dense, its halves concatenated again."""
+
+    def call(self, inputs, training=None):
+        u, v = split_dense(self.dense, inputs)
+        assert tuple(u.shape)[-1] == tuple(v.shape)[-1] == self.dense.units // 2
+        return keras.ops.concatenate([u, v], axis=-1)
+
+
 def dense_gelu_model(policy, layer_class=DenseGELU, units=24, shape=(7, 16)):
     inputs = keras.Input(shape)
     model = keras.Model(inputs, layer_class(units, dtype=policy)(inputs))
@@ -342,6 +353,39 @@ def test_split_dense_gelu_gradients_are_those_of_the_projection():
     np.testing.assert_allclose(by_bias, upstream.sum(0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_split_dense_halves_are_the_projection_with_gradients(lora, policy):
+    # The gMLP block's first projection in JAX training, before the
+    # recomputing gate's GELU: the first half of the columns is `u`'s, the
+    # second `v`'s. A LoRA Dense runs its own call, then the split.
+    model = dense_gelu_model(policy, SplitDense)
+    layer = model.layers[-1]
+    dense = layer.dense
+    if lora:
+        dense.enable_lora(2)
+        rng = np.random.default_rng(5)
+        for weight in (dense.lora_kernel_a, dense.lora_kernel_b):
+            weight.assign(rng.normal(size=weight.shape).astype("float32"))
+    x = inputs((3, 7, 16))
+    # A LoRA Dense's `kernel` is the sum with its low-rank update.
+    kernel = keras.ops.convert_to_numpy(dense.kernel).astype("float64")
+    bias = keras.ops.convert_to_numpy(dense.bias).astype("float64")
+    expected = rounded(x, policy) @ rounded(kernel, policy) + bias
+    assert_near_dense_gelu(layer(x), expected, policy)
+    if policy != "float32":
+        return
+    cotangent = inputs((3, 7, 24), seed=1) / 3.0
+    weights = [] if lora else [dense.kernel, dense.bias]
+    got = gradients(layer, x, cotangent, weights)
+    rows, upstream = x.reshape(-1, 16), cotangent.reshape(-1, 24)
+    want = [(upstream @ kernel.T).reshape(x.shape)]
+    if not lora:
+        want += [rows.T @ upstream, upstream.sum(0)]
+    for value, expected_value in zip(got, want, strict=True):
+        np.testing.assert_allclose(value, expected_value, rtol=1e-4, atol=1e-4)
+
+
 def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
     dense = Dense(24)
     dense.build((None, 16))
@@ -359,26 +403,27 @@ def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
 def test_split_dense_gelu_is_two_products_where_it_measured_faster():
     # JAX (outside training) and TensorFlow: one product per half, no
     # product of all the columns. torch: one product, its halves views of
-    # it; JAX in training: one product (memory).
+    # it; JAX in training: one product (memory), but `split_dense` two.
     dense = Dense(24)
     dense.build((None, 16))
     x = inputs((3, 7, 16))
     if BACKEND == "jax":
         import jax
 
-        def product_widths(training):
-            jaxpr = jax.make_jaxpr(
-                lambda x: split_dense_gelu(dense, x, training=training)
-            )(x)
+        def product_widths(function, **kwargs):
             return [
                 equation.outvars[0].aval.shape[-1]
-                for equation in jaxpr.eqns
+                for equation in jax.make_jaxpr(
+                    lambda x: function(dense, x, **kwargs)
+                )(x).eqns
                 if equation.primitive.name == "dot_general"
             ]
 
-        assert product_widths(training=None) == [12, 12]
-        assert product_widths(training=False) == [12, 12]
-        assert product_widths(training=True) == [24]
+        assert product_widths(split_dense_gelu) == [12, 12]
+        assert product_widths(split_dense_gelu, training=False) == [12, 12]
+        assert product_widths(split_dense_gelu, training=True) == [24]
+        # Before the GELU (the block's recomputing gate in training).
+        assert product_widths(split_dense) == [12, 12]
     elif BACKEND == "tensorflow":
         import tensorflow as tf
 

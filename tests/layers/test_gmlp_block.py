@@ -155,16 +155,24 @@ def test_numpy_block_gradients_match_finite_differences(rng):
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize(
-    "spatial, causal", [("dense", False), ("toeplitz", True)]
+    "spatial, causal, method",
+    [
+        ("dense", False, None),
+        ("toeplitz", True, "matmul"),
+        ("toeplitz", True, "fft"),
+    ],
 )
-def test_gradients_match_numpy_reference(spatial, causal, policy, rng):
+def test_gradients_match_numpy_reference(spatial, causal, method, policy, rng):
     # Under torch and in JAX training the gate recomputes its GELU and
     # norm in the backward pass (`keras_gmlp.layers.torch_spatial_gate`,
-    # `jax_spatial_gate`); every backend's gradients must be the chain
-    # rule's.
+    # `jax_spatial_gate`), under JAX from the projection's halves taken
+    # apart (`split_dense`); the FFT product takes the unit's usual call.
+    # Every backend's gradients must be the chain rule's.
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12, spatial=spatial, causal=causal, dtype=policy)
     block.build(x.shape)
+    if method is not None:
+        block.spatial_gating_unit.toeplitz_method = method
     randomize_weights(block, rng, scale=0.3)
     sgu = block.spatial_gating_unit
     variables = {

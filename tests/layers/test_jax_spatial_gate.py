@@ -75,6 +75,28 @@ def test_gradients_match_jax_differentiation(attention_dim, policy, rng):
         )
 
 
+def test_block_projects_each_half_apart_in_training(rng):
+    # The block's first projection feeds the recomputing gate as two
+    # products, one per half (`split_dense`), not one split in two
+    # (`benchmarks/split_projection.py`). The gate's own products (the
+    # token product, the folded second projection) are inside its
+    # `custom_vjp`, not among the top level's.
+    import jax
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+    loss, trainable = block_loss(block, x, rng.normal(size=x.shape))
+    jaxpr = jax.make_jaxpr(lambda *a: loss(*a))(trainable, x)
+    widths = [
+        equation.outvars[0].aval.shape[-1]
+        for equation in jaxpr.eqns
+        if equation.primitive.name == "dot_general"
+    ]
+    assert widths == [6, 6]
+    assert "name=recomputed_gate" in str(jaxpr)
+
+
 def test_keeps_less_for_the_backward_pass(rng):
     # XLA's temporaries for the gradient of a stack of blocks, whose
     # kept activations add up: the recomputation must not be merged back

@@ -37,6 +37,33 @@ def test_matches_numpy_formula(spatial, training, shape, rng):
     np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("method", ["matmul", "fft"])
+def test_call_on_projection_of_the_halves_apart(method, rng):
+    # The gMLP block's first projection before its GELU, whole or (JAX
+    # training) as its two halves: the unit gates the GELU of each. With
+    # gradients recorded under torch and always under JAX the matmul
+    # product takes the recomputing gate; the FFT the usual call.
+    hidden = rng.normal(size=(2, 7, 10)).astype("float32")
+    layer = SpatialGatingUnit(spatial="toeplitz", toeplitz_method=method)
+    layer.build(hidden.shape)
+    randomize_weights(layer, rng)
+    kernel, bias, gamma, beta = numpy_weights(layer)
+    weight = reference.toeplitz(kernel, 7)
+    expected = reference.spatial_gating(
+        reference.gelu(hidden), weight, bias, gamma, beta
+    )
+    pair = (hidden[..., :5], hidden[..., 5:])
+    for projection in (hidden, pair):
+        output = keras.ops.convert_to_numpy(
+            layer.call_on_projection(projection)
+        )
+        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
+    additive = SpatialGatingUnit(gating="additive")
+    additive.build(hidden.shape)
+    with pytest.raises(ValueError, match="gating='additive'"):
+        additive.call_on_projection(pair)
+
+
 def test_attention_is_added_before_the_gate(rng):
     z = rng.normal(size=(2, 5, 8)).astype("float32")
     attention = rng.normal(size=(2, 5, 4)).astype("float32")
