@@ -69,7 +69,9 @@ products before their GELU (`keras_gmlp.layers.gelu.split_dense`) and
 the gate keeps both for the backward pass, as it kept the whole
 projection, so the memory cost above is gone. Measured on the same
 EPYC: the steady training step's peak RSS 323 MiB either way, the first
-steps 772 against 812 MiB (`memory.py`, one run each); XLA's
+steps 772 against 812 MiB (`memory.py`, one run each, the baseline
+patched in: `memory_gmlp_ti16_224_jax_{two_products,one_product}.json`);
+XLA's
 temporaries for the gradient of a stack of blocks 1.01-1.02x (4-6
 blocks, scratch). Speed, x one product then split (the baseline patches
 `split_dense` as well), float32 / bfloat16 training: this script, 7 and
