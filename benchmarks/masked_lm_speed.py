@@ -64,7 +64,10 @@ metrics), the same machine, 3 rounds, one run each
 JAX again after its token product without the broadcast `W`
 (`jax_token_product.py`), two runs, 3 and 5 rounds
 (`masked_lm_speed_epyc_avx512_jax_token_product_jax.json` is the
-second): 0.85 / 0.84, then 0.78 / 0.95.
+second): 0.85 / 0.84, then 0.78 / 0.95. JAX after the block's first
+projection became two products in training, before its recomputing gate
+(`split_projection.py`), 5 rounds, one run
+(`masked_lm_speed_epyc_avx512_two_products_jax.json`): 0.79 / 0.92.
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
