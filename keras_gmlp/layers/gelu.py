@@ -122,11 +122,10 @@ def split_dense_gelu(dense, inputs, training=None):
     step (batch 8) allocated 962 MB of temporaries against 807 MB
     (792 MB with `--xla_cpu_enable_concurrency_optimized_scheduler=
     false`; the gMLP block's recomputing gate does not pay that, and
-    takes `split_dense` there). So under torch, in JAX training, and for a
-    Dense with LoRA,
-    quantized, without bias or with an activation, and for symbolic
-    inputs, it is `dense_gelu` split into two. The same sums as one
-    product's columns: outputs equal up to rounding.
+    takes `split_dense` there). So under torch, in JAX training, and for
+    a Dense with LoRA, quantized, without bias or with an activation, and
+    for symbolic inputs, it is `dense_gelu` split into two. The same sums
+    as one product's columns: outputs equal up to rounding.
 
     Args:
         dense: a built `keras.layers.Dense` without activation, with an
@@ -175,10 +174,9 @@ def split_dense(dense, inputs):
     one split in two, made gMLP-Ti's float32 training step 1.03-1.05x
     faster (four runs of 9-15 rounds; the bfloat16 step 0.97-1.05x) at
     the same steady step's peak RSS (`benchmarks/split_projection.py`): the
-    gate keeps the two halves as it kept the whole. A Dense
-    `split_dense_gelu` cannot split (LoRA,
-    quantized, no bias, an activation, symbolic inputs) runs its own call,
-    then the split.
+    gate keeps the two halves as it kept the whole. A Dense that
+    `split_dense_gelu` cannot split (LoRA, quantized, no bias, an
+    activation, symbolic inputs) runs its own call, then the split.
 
     Args:
         dense: a built `keras.layers.Dense` with an even number of units.
