@@ -90,8 +90,8 @@ splits it into two views (`split_dense_gelu`). Splitting the batch in two
 instead (two independent halves of every block, JAX, 5 rounds): float32
 train 1.01x, inference 1.05x.
 
-Two more scratch A/Bs (the same EPYC, one process, 7 rounds, x the
-package's code), neither adopted:
+Three more A/Bs (the same EPYC, one process, 7 rounds unless said, x
+the package's code), none adopted:
 - JAX training, the projection as one batched dot into `(2, batch, n,
   f / 2)` (the kernel reshaped to `(2, d, f / 2)`), so that `u` and `v`
   are contiguous halves of one buffer and neither slice nor
@@ -100,6 +100,16 @@ package's code), neither adopted:
   `MatMul` (the `BiasAdd` Grappler can fuse, its gradient `BiasAddGrad`)
   instead of an add broadcast over `(batch, n, f / 2)` and its gradient's
   `Sum`: float32 training 0.985x, inference 1.02x; bf16 0.99x and 1.03x.
+- TensorFlow, each half's bias added inside the GELU's XLA function and
+  its gradient summed inside the gradient's (one XLA function each way
+  instead of the `AddV2` and the `Sum` beside the GELU's; a bf16 training
+  profile had the blocks' bias adds at 19.6 and their `Sum`s at 17.6
+  thread-ms a step; a script written for it, then removed), 9 rounds:
+  float32 training 0.95x (0.85-1.12), inference 0.99x; bf16 1.00x and
+  1.05x. A bf16 `Sum` over `(8, 196, 384)` alone took 0.37 ms, the same
+  accumulated in float32 0.52 ms, `BiasAddGrad` 0.59 and a ones-vector
+  `MatMul` 0.40-0.50 ms: TensorFlow's own sum is not the slow part it was
+  under JAX (`bias_add`).
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/split_projection.py --rounds 7
