@@ -563,6 +563,33 @@ def variant_model_functions(batch_size, variant, names, precision, infer):
     return functions
 
 
+def switched_variant_functions(steps, variants, use_variant):
+    """name -> warm callable: each step run in each variant of one model,
+    the variant switched in before every call (eager torch, which traces
+    nothing, so one model can take either path).
+
+    Args:
+        steps: dict mode -> callable, a model's step (`"train"`, ...).
+        variants: the variants' names.
+        use_variant: function of a variant's name that makes the code take
+            that variant's path.
+
+    Returns:
+        dict `"<mode> <variant>"` -> callable, each called once already.
+    """
+    functions = {}
+    for mode, step in steps.items():
+        for variant in variants:
+
+            def call(step=step, variant=variant):
+                use_variant(variant)
+                return step()
+
+            call()
+            functions[f"{mode} {variant}"] = call
+    return functions
+
+
 def saved_tensor_storages(function):
     """`(function(), {storage pointer: bytes})`: the output of `function`
     and the storages of the tensors torch's autograd saves while it runs,

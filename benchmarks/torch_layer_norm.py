@@ -78,16 +78,11 @@ def main():
             "train": lambda m=model: m.train_on_batch(images, labels),
             "infer": lambda m=model: m.predict_on_batch(images),
         }
-        functions = {}
-        for mode, step in steps.items():
-            for variant in (BASELINE, CANDIDATE):
-
-                def call(step=step, variant=variant):
-                    use_variant(variant, original)
-                    return step()
-
-                call()
-                functions[f"{mode} {variant}"] = call
+        functions = common.switched_variant_functions(
+            steps,
+            (BASELINE, CANDIDATE),
+            lambda variant: use_variant(variant, original),
+        )
         times = common.alternate(functions, args.rounds)
         use_variant(CANDIDATE, original)
         for mode in steps:

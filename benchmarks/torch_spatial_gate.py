@@ -109,21 +109,22 @@ def main():
         model = common.build_image_classifier(
             "gmlp_ti16_224", 224, "auto", precision
         )
-        functions, saved = {}, {}
+        functions = common.switched_variant_functions(
+            {"train": lambda m=model: m.train_on_batch(images, labels)},
+            (BASELINE, CANDIDATE),
+            lambda variant: use_variant(variant, original),
+        )
+        saved = {}
         for variant in (BASELINE, CANDIDATE):
-
-            def call(variant=variant, model=model):
-                use_variant(variant, original)
-                return model.train_on_batch(images, labels)
-
-            call()
             use_variant(variant, original)
             saved[variant] = saved_mib(model, images)
-            functions[variant] = call
         times = common.alternate(functions, args.rounds)
         use_variant(CANDIDATE, original)
         row = common.ab_row(
-            times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE
+            times[f"train {BASELINE}"],
+            times[f"train {CANDIDATE}"],
+            BASELINE,
+            CANDIDATE,
         )
         rows.append(
             dict(
