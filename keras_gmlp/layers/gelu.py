@@ -172,9 +172,10 @@ def split_dense(dense, inputs):
     gate applies the GELU and recomputes it for the backward pass
     (`SpatialGatingUnit.call_on_projection`). There two products, against
     one split in two, made gMLP-Ti's float32 training step 1.03-1.05x
-    faster (four runs of 9-15 rounds; the bfloat16 step 0.97-1.05x) at
-    the same steady step's peak RSS (`benchmarks/split_projection.py`): the
-    gate keeps the two halves as it kept the whole. A Dense that
+    faster in four runs of 7-15 rounds (the bfloat16 step 0.99-1.00x in
+    the two longest), at the same steady step's peak RSS
+    (`benchmarks/split_projection.py`): the gate keeps the two halves as
+    it kept the whole. A Dense that
     `split_dense_gelu` cannot split (LoRA, quantized, no bias, an
     activation, symbolic inputs) runs its own call, then the split.
 
