@@ -6,6 +6,18 @@ from keras import ops
 from keras_gmlp.layers.bias_add import bias_add
 
 
+def is_affine(dense):
+    """Whether a built `keras.layers.Dense` computes `inputs @ kernel +
+    bias` and nothing more: a bias, a linear activation, neither quantized
+    nor with LoRA."""
+    return (
+        dense.bias is not None
+        and dense.activation in (None, keras.activations.linear)
+        and getattr(dense, "quantization_mode", None) is None
+        and not getattr(dense, "lora_enabled", False)
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class Dense(keras.layers.Dense):
     """`keras.layers.Dense`, with a fused bias under PyTorch.

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_gmlp.layers.bias_add import bias_add
+from keras_gmlp.layers.dense import is_affine
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
@@ -221,10 +222,7 @@ def _projects_halves(dense, inputs):
     halves themselves."""
     return (
         dense.built
-        and dense.bias is not None
-        and dense.activation in (None, keras.activations.linear)
-        and getattr(dense, "quantization_mode", None) is None
-        and not getattr(dense, "lora_enabled", False)
+        and is_affine(dense)
         and dense.units % 2 == 0
         and not isinstance(inputs, keras.KerasTensor)
     )

@@ -210,14 +210,9 @@ def _plain_dense(layer):
     """Whether `layer` is a `keras_gmlp.layers.Dense` whose call is its
     product and bias alone (no activation, quantization or LoRA)."""
     from keras_gmlp.layers.dense import Dense
+    from keras_gmlp.layers.dense import is_affine
 
-    return (
-        isinstance(layer, Dense)
-        and layer.bias is not None
-        and layer.activation in (None, keras.activations.linear)
-        and layer.quantization_mode is None
-        and not layer.lora_enabled
-    )
+    return isinstance(layer, Dense) and is_affine(layer)
 
 
 def check_modes(spatial, gating):
