@@ -69,7 +69,18 @@ VERSIONED = (
 # OpenMP's wait policy as the user set it (or None), read before any
 # `import keras_gmlp` in this process sets the package's default.
 USER_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
-# Variables that pick the backend, its threads and its compiler.
+# Variables that change glibc malloc's behaviour (`malloc_settings.py`).
+MALLOC_VARIABLES = (
+    "GLIBC_TUNABLES",
+    "MALLOC_ARENA_MAX",
+    "MALLOC_MMAP_MAX_",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_TOP_PAD_",
+    "LD_PRELOAD",
+)
+# Variables that pick the backend, its threads, its compiler and malloc's
+# behaviour.
 ENVIRONMENT = (
     "KERAS_BACKEND",
     "OMP_NUM_THREADS",
@@ -78,6 +89,7 @@ ENVIRONMENT = (
     "TF_XLA_FLAGS",
     "TF_NUM_INTRAOP_THREADS",
     "TF_NUM_INTEROP_THREADS",
+    *MALLOC_VARIABLES,
 )
 IMAGE_MODELS = {
     # name: (hidden_dim, ffn_dim, num_layers), patch 16, 30 blocks.
