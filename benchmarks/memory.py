@@ -77,6 +77,14 @@ figures of JAX and TensorFlow include XLA compilation; the steady
 figures do not. TensorFlow keeps its step's buffers resident
 between steps even after `malloc_trim`, so RSS cannot see its peak.
 
+At the issue's batch of 32 (the same EPYC, float32;
+`memory_<model>_epyc_avx512_batch32.json`), x timm, steady step / first
+steps / whole peak: gMLP-Ti jax 0.66 (1,620 / 2,460 MiB) / 0.91 / 0.99,
+torch 0.75 (1,850 / 2,460) / 0.64 / 0.84; gMLP-S jax 0.65 (3,220 /
+4,970) / 0.84 / 0.90, torch 0.64 (3,200 / 4,970) / 0.60 / 0.73. The
+activations outweigh the imports there, and every measure is at or
+below timm's, JAX's first steps (compilation) included.
+
 Where torch's extra RSS goes: not into tensors. The live tensors at the
 step's peak, from torch's memory timeline (`live_memory.py`,
 `live_memory_gmlp_ti16_224.json`), are 612 MiB for keras_gmlp against

@@ -194,6 +194,18 @@ Xeon without AVX512-BF16/AMX, load 6-9:
 - Per CPU-second, the TensorFlow and torch training steps are at about
   timm's rate (0.95, 1.08 x) and the JAX one at 0.42 x (before the
   closed-form LayerNorm gradient); inference 0.75 (jax) to 0.91 (torch).
+- JAX at batch 32 against batch 8 (gMLP-Ti, float32 training, the AMD
+  EPYC with AVX-512, `jax.profiler` traces): a step took 84.5 against
+  77.9 ms per image, its dots (`ynn_fusion`) 68.7 against 56.7 thread-ms
+  per image. XLA compiles a different step at batch 32: the LayerNorm's
+  and GELU's gradients with their reductions become YNNPACK fusions, fed
+  by 92 broadcasts written out to full `(32, 196, c)` arrays, 91 of them
+  of 1-D variables (`(128,)` and `(384,)`, a LayerNorm's or a bias'
+  size) and one of a constant (`wrapped_broadcast`, 10.3 thread-ms per
+  image; 1 broadcast at batch 8).
+  `--xla_cpu_experimental_ynn_fusion_type=-reduce` did not help (2.9 and
+  3.0-3.6 s a step against 2.8-3.1 s, two processes each). And every step
+  faults its 1.66 GB of temporaries in afresh (`malloc_settings.py`).
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
