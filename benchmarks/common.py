@@ -488,6 +488,52 @@ def serve(handlers):
         answers.write(json.dumps(answer) + "\n")
 
 
+class Worker:
+    """A worker process spoken to by JSON lines (its side: `serve`).
+
+    `command` is its command line, `env` its environment, `log` where its
+    stderr goes (None: this process's). `ask` answers `{"error": ...}`
+    when the worker did not start or died."""
+
+    def __init__(self, command, env, log):
+        self.name = " ".join(command[-6:])
+        self.process = subprocess.Popen(
+            command,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=REPOSITORY,
+        )
+        self.ready = None
+
+    def wait_ready(self):
+        if self.ready is None:
+            line = self.process.stdout.readline()
+            self.ready = bool(line) and json.loads(line).get("ready", False)
+        return self.ready
+
+    def ask(self, op, **arguments):
+        if not self.wait_ready():
+            return {"error": "worker failed to start (see the log)"}
+        self.process.stdin.write(json.dumps({"op": op, **arguments}) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            return {"error": "worker died (see the log)"}
+        return json.loads(line)
+
+    def close(self):
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write('{"op": "quit"}\n')
+                self.process.stdin.flush()
+                self.process.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.process.kill()
+
+
 def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
     """The flags the A/B benchmarks share; the script adds its own.
 

@@ -78,10 +78,8 @@ Results: benchmarks/results/malloc_settings<suffix>.json
 """
 
 import argparse
-import json
 import os
 import resource
-import subprocess
 import sys
 import time
 
@@ -157,51 +155,37 @@ def worker(args):
     common.serve({"run": run})
 
 
-class Worker:
-    """A persistent worker process of one variant."""
+def start_worker(args, backend, batch_size, variant):
+    """A persistent worker process of one variant (`common.Worker`)."""
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--worker",
+        "--model",
+        args.model,
+        "--batch-size",
+        str(batch_size),
+        "--precision",
+        args.precision,
+        "--threads",
+        str(args.threads),
+        "--warmup",
+        str(args.warmup),
+    ]
+    worker = common.Worker(
+        command, variant_env(backend, args.threads, variant), None
+    )
+    if not worker.wait_ready():
+        raise RuntimeError(f"{variant} worker for {backend} did not start")
+    return worker
 
-    def __init__(self, args, backend, batch_size, variant):
-        command = [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--worker",
-            "--model",
-            args.model,
-            "--batch-size",
-            str(batch_size),
-            "--precision",
-            args.precision,
-            "--threads",
-            str(args.threads),
-            "--warmup",
-            str(args.warmup),
-        ]
-        self.process = subprocess.Popen(
-            command,
-            env=variant_env(backend, args.threads, variant),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        ready = self.process.stdout.readline()
-        if not ready:
-            raise RuntimeError(f"{variant} worker for {backend} did not start")
 
-    def ask(self, **command):
-        self.process.stdin.write(json.dumps(command) + "\n")
-        self.process.stdin.flush()
-        answer = json.loads(self.process.stdout.readline())
-        if "error" in answer:
-            raise RuntimeError(answer["error"])
-        return answer
-
-    def close(self):
-        try:
-            self.process.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.process.stdin.close()
-            self.process.wait(timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            self.process.kill()
+def ask(worker, **arguments):
+    """`worker.ask(**arguments)`, raising its error if it has one."""
+    answer = worker.ask(**arguments)
+    if "error" in answer:
+        raise RuntimeError(answer["error"])
+    return answer
 
 
 def measure(args, backend, batch_size):
@@ -212,7 +196,7 @@ def measure(args, backend, batch_size):
     try:
         for variant in names:
             print(f"  {backend} {variant}, batch {batch_size}", flush=True)
-            workers[variant] = Worker(args, backend, batch_size, variant)
+            workers[variant] = start_worker(args, backend, batch_size, variant)
         samples = {(mode, v): [] for mode in ("train", "infer") for v in names}
         for round_index in range(args.rounds):
             # Flip the order every other round, so no variant always runs
@@ -221,8 +205,11 @@ def measure(args, backend, batch_size):
             for mode in ("train", "infer"):
                 for variant in order:
                     samples[(mode, variant)].append(
-                        workers[variant].ask(
-                            op="run", mode=mode, steps_per_measure=args.steps
+                        ask(
+                            workers[variant],
+                            op="run",
+                            mode=mode,
+                            steps_per_measure=args.steps,
                         )
                     )
             print(f"  round {round_index} done", flush=True)

@@ -214,9 +214,7 @@ Results: benchmarks/results/vision_<model>.json
 """
 
 import argparse
-import json
 import os
-import subprocess
 import sys
 import time
 
@@ -300,48 +298,6 @@ def worker(args):
 # ---------------------------------------------------------------- driver
 
 
-class Worker:
-    """A worker process spoken to by JSON lines."""
-
-    def __init__(self, command, env, log):
-        self.name = " ".join(command[-6:])
-        self.process = subprocess.Popen(
-            command,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            cwd=common.REPOSITORY,
-        )
-        self.ready = None
-
-    def wait_ready(self):
-        if self.ready is None:
-            line = self.process.stdout.readline()
-            self.ready = bool(line) and json.loads(line).get("ready", False)
-        return self.ready
-
-    def ask(self, op, **arguments):
-        if not self.wait_ready():
-            return {"error": "worker failed to start (see the log)"}
-        self.process.stdin.write(json.dumps({"op": op, **arguments}) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        if not line:
-            return {"error": "worker died (see the log)"}
-        return json.loads(line)
-
-    def close(self):
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.write('{"op": "quit"}\n')
-                self.process.stdin.flush()
-                self.process.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.process.kill()
-
-
 def rate(answer, work):
     """Work per second of an answer, or None for an error."""
     if "seconds" not in answer:
@@ -361,7 +317,7 @@ def measure_backend(args, model, backend, timm, log):
         for precision in args.precisions
         for jit in jit_modes
     ]
-    keras_worker = Worker(
+    keras_worker = common.Worker(
         [
             sys.executable,
             os.path.abspath(__file__),
@@ -541,7 +497,7 @@ def drive(args):
     all_rows = []
     with open(log_path, "a") as log:
         for model in args.models:
-            timm = Worker(
+            timm = common.Worker(
                 common.timm_worker_command(
                     args.timm_python,
                     model,
