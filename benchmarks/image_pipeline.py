@@ -30,7 +30,7 @@ recipes run the paper's augmentation).
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/image_pipeline.py [--quick]
-Results: benchmarks/results/image_pipeline_<backend>.json
+Results: benchmarks/results/image_pipeline_<backend><suffix>.json
 """
 
 import argparse
@@ -50,6 +50,7 @@ from keras_gmlp import models
 from keras_gmlp.data import images
 from keras_gmlp.data.augment import AugmentConfig
 from keras_gmlp.data.image_sources import load_images
+from keras_gmlp.training import reuse_freed_memory
 from keras_gmlp.training.optimizers import adamw
 
 RESULTS = os.path.join(os.path.dirname(__file__), "results")
@@ -182,16 +183,28 @@ def measure(setup, batches):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument(
+        "--batches", type=int, help="timed per measure (40; --quick: 8)"
+    )
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--reuse-freed-memory",
+        action="store_true",
+        help="call keras_gmlp.training.reuse_freed_memory() first, as the "
+        "keras-gmlp command does (JAX only)",
+    )
+    parser.add_argument("--suffix", default="", help="of the results file")
     args = parser.parse_args()
-    batches = 8 if args.quick else args.batches
+    if args.reuse_freed_memory:
+        reuse_freed_memory()
+    batches = args.batches or (8 if args.quick else 40)
     keras.utils.set_random_seed(0)
     results = {
         "backend": keras.config.backend(),
         "keras_version": keras.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+        "reuse_freed_memory": args.reuse_freed_memory,
         "setups": {},
     }
     with tempfile.TemporaryDirectory() as folder:
@@ -200,7 +213,7 @@ def main():
             print(name, json.dumps(results["setups"][name]), flush=True)
     os.makedirs(RESULTS, exist_ok=True)
     path = os.path.join(
-        RESULTS, f"image_pipeline_{keras.config.backend()}.json"
+        RESULTS, f"image_pipeline_{keras.config.backend()}{args.suffix}.json"
     )
     with open(path, "w") as file:
         json.dump(results, file, indent=2)

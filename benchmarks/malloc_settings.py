@@ -29,6 +29,11 @@ by round, the order flipped every other round. Variants (`VARIANTS`):
   heap, which grows with `brk` and is never trimmed, so a freed buffer
   is reused, already faulted in, by the next step. The process keeps its
   peak memory resident, and its threads share one allocator lock.
+- `reuse_freed_memory`: no environment; the worker calls
+  `keras_gmlp.training.reuse_freed_memory()` first, as the `keras-gmlp`
+  command does: JAX runs each computation on the calling (main) thread,
+  and glibc's main heap serves every block and is never trimmed
+  (`mallopt`); the other threads keep their own arenas.
 
 Measures: `train_on_batch` (AdamW) and `predict_on_batch` of a gMLP
 image classifier at 224 px; per step, wall seconds, minor page faults,
@@ -48,6 +53,20 @@ gMLP-Ti/16, float32, JAX, 5 rounds of 3 steps;
 | 32 | train | 0.84 (0.82-0.89) | 1.12 (1.07-1.25) |
 | 32 | infer | 1.08 (1.01-1.18) | 1.01 (0.95-1.12) |
 
+Then `one_arena` against `reuse_freed_memory`, same settings, one run
+(`malloc_settings_epyc_avx512_reuse.json`), x default:
+
+| batch | measure | one_arena | reuse_freed_memory |
+|---|---|---|---|
+| 8 | train | 1.09 (1.06-1.13) | **1.16** (1.13-1.18) |
+| 8 | infer | 0.96 (0.92-1.02) | 1.01 (1.01-1.11) |
+| 32 | train | 1.14 (1.11-1.25) | **1.21** (1.16-1.32) |
+| 32 | infer | 0.98 (0.95-1.04) | 1.01 (0.89-1.07) |
+
+Per training step under `reuse_freed_memory`: 404 minor faults and
+0.009 system seconds at batch 8, 1,570 and 0.018 s at batch 32 (default:
+79,600 and 0.15 s; 418,000 and 0.86 s).
+
 Per training step, default / huge_pages / one_arena: 79,600 / 705 /
 392 minor faults and 0.16 / 0.31 / 0.02 system seconds at batch 8;
 417,000 / 1,400 / 0 faults and 0.78 / 1.79 / 0.04 s at batch 32. Huge
@@ -57,19 +76,31 @@ slower. One arena removes the faults:
 JAX training 1.04x faster at batch 8, 1.12x at batch 32; inference,
 which allocates little, is unchanged.
 
-Not for a program fed by tf.data. glibc takes these settings from the
-environment when the process starts, and they hold for every thread of
-the process, tf.data's too, which then share one allocator lock. The
+`one_arena` is not for a program fed by tf.data. glibc takes these
+settings from the environment when the process starts, and they hold
+for every thread of the process, tf.data's too, which then share one
+allocator lock. The
 CIFAR-10 pipeline with the paper's augmentation
 (`benchmarks/image_pipeline.py --quick`, JAX, separate processes
 alternated, two runs each) produced 88 and 105 images/s under one arena
 against 202 and 239 without, and `model.fit` fed by it ran at 131 and
 171 against 274 and 294 images/s (the digits pipeline, light: within
 the runs' spread). So neither the package nor the `keras-gmlp` command,
-whose recipes train from tf.data, sets them. A JAX training program fed
-from memory can start with them: `MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0
-MALLOC_TRIM_THRESHOLD_=68719476736 python train.py` (the process then
-keeps its peak memory).
+whose recipes train from tf.data, sets them.
+
+`reuse_freed_memory` leaves the arenas alone: only the main thread,
+which now runs JAX's computations, allocates from the main heap, and
+tf.data's threads keep theirs. `benchmarks/image_pipeline.py --quick`,
+JAX, two runs each, alternated (`image_pipeline_jax_quick_{plain,reuse}
+_{1,2}.json`), images/s without / with: the CIFAR-10 pipeline with the
+paper's augmentation 201, 204 / 177, 181 (8 batches; 20 batches,
+three alternated runs each: 165, 158, 224 / 205, 193, 215, so no
+slower), `model.fit` fed by it 318, 311 / 296, 328 (pipeline-bound here),
+its training step 626, 620 / 779, 754; the digits quick-start's `fit`
+2,459, 2,936 / 3,567, 3,301. So the `keras-gmlp` command and the
+recipes call it (under JAX only: TensorFlow's steps fault a few hundred
+times, torch's 27,000 at batch 32 for 0.05 of a 2.2 s step's system
+seconds).
 
 Usage:
     python benchmarks/malloc_settings.py --backends jax tensorflow torch \
@@ -98,7 +129,11 @@ VARIANTS = {
         "MALLOC_MMAP_MAX_": "0",
         "MALLOC_TRIM_THRESHOLD_": str(64 << 30),
     },
+    "reuse_freed_memory": {},
 }
+# The variants whose worker calls `keras_gmlp.training.reuse_freed_memory()`
+# before anything else.
+REUSE_FREED_MEMORY = {"reuse_freed_memory"}
 
 
 def variant_env(backend, threads, variant):
@@ -123,6 +158,10 @@ def transparent_hugepage_mode():
 
 def worker(args):
     """Builds the model, warms it up, then times steps on request."""
+    if args.reuse_freed_memory:
+        from keras_gmlp.training import reuse_freed_memory
+
+        reuse_freed_memory()
     common.configure_threads(args.threads)
     model = common.build_image_classifier(
         args.model, 224, "auto", args.precision
@@ -171,6 +210,7 @@ def start_worker(args, backend, batch_size, variant):
         str(args.threads),
         "--warmup",
         str(args.warmup),
+        *(["--reuse-freed-memory"] if variant in REUSE_FREED_MEMORY else []),
     ]
     worker = common.Worker(
         command, variant_env(backend, args.threads, variant), None
@@ -267,6 +307,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--suffix", default="", help="of the results file")
     parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--reuse-freed-memory", action="store_true")
     args = parser.parse_args()
     if args.worker:
         return worker(args)

@@ -85,6 +85,17 @@ torch 0.75 (1,850 / 2,460) / 0.64 / 0.84; gMLP-S jax 0.65 (3,220 /
 activations outweigh the imports there, and every measure is at or
 below timm's, JAX's first steps (compilation) included.
 
+With `--reuse-freed-memory` (the JAX process calls
+`keras_gmlp.training.reuse_freed_memory()` first, as the `keras-gmlp`
+command does; `memory_<model>_epyc_avx512_batch32_reuse_jax.json`):
+gMLP-Ti 0.65 / 0.93 / 1.01, unchanged, but gMLP-S 0.66 / 1.47 / 1.44
+(a whole peak of 8,658 MiB against 5,472). Step by step (a scratch
+script, `maxrss` after each step): 5,415 MiB after the first step,
+8,622 after the second, whose 3.2 GB buffer did not reuse the first
+step's freed one; later steps settle at 5.5 GB of RSS again, so that
+memory went back to the system from somewhere glibc's main heap (never
+trimmed then) is not. Cause not found.
+
 Where torch's extra RSS goes: not into tensors. The live tensors at the
 step's peak, from torch's memory timeline (`live_memory.py`,
 `live_memory_gmlp_ti16_224.json`), are 612 MiB for keras_gmlp against
@@ -146,19 +157,31 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 
 def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps."""
+    if args.reuse_freed_memory:
+        from keras_gmlp.training import reuse_freed_memory
+
+        reuse_freed_memory()
     common.configure_threads(args.threads)
     model = common.build_image_classifier(
         args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
     )
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    after_each_step = []
     for _ in range(args.steps):
         model.train_on_batch(images, labels)
-    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        after_each_step.append(
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        )
+    after = after_each_step[-1] if after_each_step else before
     steady = common.steady_step_peak(
         lambda: model.train_on_batch(images, labels), args.steady_steps
     )
-    answer = {"maxrss_built_kib": before, "maxrss_trained_kib": after}
+    answer = {
+        "maxrss_built_kib": before,
+        "maxrss_trained_kib": after,
+        "maxrss_after_each_step_kib": after_each_step,
+    }
     print(json.dumps({**answer, **steady}))
 
 
@@ -230,6 +253,12 @@ def main():
     )
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument(
+        "--reuse-freed-memory",
+        action="store_true",
+        help="the Keras processes call keras_gmlp.training."
+        "reuse_freed_memory() first, as the keras-gmlp command does",
+    )
+    parser.add_argument(
         "--steady-steps",
         type=int,
         default=3,
@@ -286,6 +315,11 @@ def main():
                         str(args.steady_steps),
                         "--threads",
                         str(args.threads),
+                        *(
+                            ["--reuse-freed-memory"]
+                            if args.reuse_freed_memory
+                            else []
+                        ),
                     ],
                     common.worker_env(backend, args.threads),
                 )
@@ -304,6 +338,12 @@ def main():
                         "peak_mib": peak,
                         "timm_peak_mib": timm_peak,
                         "peak_x_timm": ratio(peak, timm_peak),
+                        "peak_after_each_step_mib": [
+                            kib / 1024
+                            for kib in answer.get(
+                                "maxrss_after_each_step_kib", []
+                            )
+                        ],
                         "error": answer.get("error"),
                     }
                 )

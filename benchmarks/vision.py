@@ -206,6 +206,17 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   `--xla_cpu_experimental_ynn_fusion_type=-reduce` did not help (2.9 and
   3.0-3.6 s a step against 2.8-3.1 s, two processes each). And every step
   faults its 1.66 GB of temporaries in afresh (`malloc_settings.py`).
+  `--reuse-freed-memory` (the workers call
+  `keras_gmlp.training.reuse_freed_memory()`, as the `keras-gmlp` command
+  does) removes the faults: float32 training 1.17x timm on gMLP-Ti
+  (rounds 1.14-1.25; 0.91 without, the same settings) and 1.29x on
+  gMLP-S (1.23-1.35), one precision per run
+  (`vision_gmlp_*16_224_epyc_avx512_batch32_f32_{reuse,default}_jax.json`).
+- One worker holds every variant's model, and under JAX that slows the
+  float32 step by about a fifth when the bf16 model is there too (gMLP-Ti
+  at batch 32: 9.7 against 12.0 images/s by default, 10.7 against 14.0
+  with `--reuse-freed-memory`; cause not found): pass one precision per
+  run to measure JAX's float32 step as a training program runs it.
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
@@ -241,6 +252,10 @@ def worker(args):
     import keras
     import numpy as np
 
+    if args.reuse_freed_memory:
+        from keras_gmlp.training import reuse_freed_memory
+
+        reuse_freed_memory()
     common.configure_threads(args.threads)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     variants, errors = {}, {}
@@ -334,6 +349,7 @@ def measure_backend(args, model, backend, timm, log):
             str(args.warmup),
             "--variants",
             *variants,
+            *(["--reuse-freed-memory"] if args.reuse_freed_memory else []),
         ],
         common.worker_env(backend, args.threads),
         log,
@@ -621,6 +637,12 @@ def main():
         action="store_true",
         help="also jit_compile=True on torch (torch.compile: compiling the "
         "30-block step took over 14 minutes on the loaded 2-core machine)",
+    )
+    parser.add_argument(
+        "--reuse-freed-memory",
+        action="store_true",
+        help="the Keras workers call keras_gmlp.training.reuse_freed_memory() "
+        "first, as the keras-gmlp command does (JAX only)",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")

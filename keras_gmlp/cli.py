@@ -209,11 +209,19 @@ def _add_top_k(parser, default):
 def main(argv=None):
     """Runs `keras-gmlp`; returns the exit status (0).
 
+    Run as the program (`argv` `None`), a training command first calls
+    `keras_gmlp.training.reuse_freed_memory()`: under JAX, each step then
+    reuses the memory the last one freed.
+
     Args:
         argv: list of str or `None`. The arguments after the program
             name. Defaults to `sys.argv[1:]`.
     """
     args = build_parser().parse_args(argv)
+    if argv is None and args.handler is _train:
+        from keras_gmlp.training import reuse_freed_memory
+
+        reuse_freed_memory()
     args.handler(args)
     return 0
 

@@ -35,8 +35,12 @@ Text training (`keras_gmlp.training.text_metrics`, `text_models`):
 Set-up (`keras_gmlp.training.setup`):
     `run_distribution(strategy, split_cpu)`, `configure_run(seed,
     mixed_precision)`, `fit(...)` the shared resumable fit loop.
+Memory (`keras_gmlp.training.allocator`):
+    `reuse_freed_memory()`: under JAX, each step reuses the memory the
+    last one freed instead of faulting it in afresh.
 """
 
+from keras_gmlp.training.allocator import reuse_freed_memory
 from keras_gmlp.training.arguments import common_parser
 from keras_gmlp.training.arguments import config_from_args
 from keras_gmlp.training.callbacks import PersistentHistory
@@ -79,6 +83,7 @@ __all__ = [
     "fit",
     "get_distribution",
     "global_batch_size",
+    "reuse_freed_memory",
     "run_distribution",
     "scaled_learning_rate",
     "split_cpu_for_tests",

@@ -1,0 +1,194 @@
+"""`keras_gmlp.training.reuse_freed_memory`: a JAX computation's freed
+temporaries are reused, already in memory, by the next call; and who
+calls it.
+
+Each case runs in a fresh process: the settings hold for the whole
+process, and JAX reads its own when it starts.
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+
+import pytest
+
+from keras_gmlp import cli
+from keras_gmlp.training import allocator
+
+# A jitted function whose XLA temporaries take about 98 MiB (25,000
+# pages), run three times; prints the minor page faults of the third run.
+THIRD_RUN_FAULTS = """
+import json, resource, sys, warnings
+import keras_gmlp
+from keras_gmlp.training import reuse_freed_memory
+import jax
+import jax.numpy as jnp
+
+if "start-jax-first" in sys.argv:
+    jnp.ones(1).block_until_ready()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    applied = reuse_freed_memory() if "reuse" in sys.argv else None
+
+@jax.jit
+def scan_product(x):
+    running = jnp.cumsum(x, axis=0)
+    return jnp.sum(running * running[::-1])
+
+x = jnp.ones((1024, 8192), jnp.float32)
+compiled = scan_product.lower(x).compile()
+temporaries = compiled.memory_analysis().temp_size_in_bytes
+for _ in range(2):
+    scan_product(x).block_until_ready()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+scan_product(x).block_until_ready()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(json.dumps({
+    "applied": applied,
+    "faults": faults,
+    "temporaries": temporaries,
+    "warnings": [str(w.message) for w in caught],
+}))
+"""
+
+glibc_only = pytest.mark.skipif(
+    platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+    reason="glibc's allocator",
+)
+
+
+def run_script(backend, *flags, script=THIRD_RUN_FAULTS, **environment):
+    env = dict(os.environ, KERAS_BACKEND=backend)
+    for name in (
+        "MALLOC_ARENA_MAX",
+        "MALLOC_MMAP_MAX_",
+        "GLIBC_TUNABLES",
+        allocator.ENV_VARIABLE,
+    ):
+        env.pop(name, None)
+    env.update(environment)
+    result = subprocess.run(
+        [sys.executable, "-c", script, *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@glibc_only
+@pytest.mark.one_backend("jax")
+def test_jax_reuses_freed_temporaries_without_faulting_them_in():
+    default = run_script("jax")
+    reused = run_script("jax", "reuse")
+
+    pages = default["temporaries"] // 4096
+    assert pages > 20_000
+    # By default each run maps its temporaries afresh and faults them in.
+    assert default["faults"] > pages * 0.8
+    assert reused["applied"] is True
+    assert reused["warnings"] == []
+    assert reused["faults"] < pages / 10
+
+
+@glibc_only
+@pytest.mark.one_backend("jax")
+def test_the_environment_turns_it_off():
+    result = run_script("jax", "reuse", **{allocator.ENV_VARIABLE: "0"})
+
+    assert result["applied"] is False
+    assert result["warnings"] == []
+    assert result["faults"] > result["temporaries"] // 4096 * 0.8
+
+
+@glibc_only
+@pytest.mark.one_backend("jax")
+def test_after_jax_started_it_warns_and_changes_nothing():
+    late = run_script("jax", "start-jax-first", "reuse")
+
+    assert late["applied"] is False
+    assert len(late["warnings"]) == 1
+    assert "before the first JAX computation" in late["warnings"][0]
+    assert late["faults"] > late["temporaries"] // 4096 * 0.8
+
+
+# glibc's main-thread mmap threshold left as it was: a 96 MiB malloc'd,
+# filled and freed buffer is faulted in again on the next pass.
+MAIN_THREAD_FAULTS = """
+import ctypes, json, resource
+import keras_gmlp
+from keras_gmlp.training import reuse_freed_memory
+
+applied = reuse_freed_memory()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+SIZE = 96 << 20
+
+def fill():
+    buffer = libc.malloc(SIZE)
+    ctypes.memset(buffer, 1, SIZE)
+    libc.free(buffer)
+
+fill()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+fill()
+faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+print(json.dumps({"applied": applied, "faults": faults}))
+"""
+
+
+@glibc_only
+@pytest.mark.parametrize(
+    "backend",
+    [
+        pytest.param(name, marks=pytest.mark.one_backend(name))
+        for name in ("tensorflow", "torch")
+    ],
+)
+def test_other_backends_keep_glibcs_settings(backend):
+    result = run_script(backend, script=MAIN_THREAD_FAULTS)
+
+    assert result["applied"] is False
+    assert result["faults"] > 20_000
+
+
+@glibc_only
+@pytest.mark.one_backend("jax")
+def test_jax_main_heap_keeps_a_freed_large_buffer():
+    result = run_script("jax", script=MAIN_THREAD_FAULTS)
+
+    assert result["applied"] is True
+    assert result["faults"] < 2_000
+
+
+@pytest.mark.parametrize(
+    "argv, calls",
+    [
+        (["train-image-classifier", "--dataset", "digits"], 1),
+        (["info", "gmlp_ti16_224"], 0),
+    ],
+)
+def test_the_program_reuses_freed_memory_for_training_only(
+    argv, calls, monkeypatch, tmp_path
+):
+    events = []
+    monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
+    monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
+    monkeypatch.setattr(
+        "keras_gmlp.training.reuse_freed_memory",
+        lambda: events.append("reuse"),
+    )
+    monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
+
+    assert cli.main() == 0
+    assert events.count("reuse") == calls
+    assert events[-1] in ("train", "info")
+    # Called from Python with its arguments, it changes nothing.
+    events.clear()
+    assert cli.main(argv) == 0
+    assert "reuse" not in events
