@@ -91,16 +91,16 @@ whose recipes train from tf.data, sets them.
 `reuse_freed_memory` leaves the arenas alone: only the main thread,
 which now runs JAX's computations, allocates from the main heap, and
 tf.data's threads keep theirs. `benchmarks/image_pipeline.py --quick`,
-JAX, two runs each, alternated (`image_pipeline_jax_quick_{plain,reuse}
-_{1,2}.json`), images/s without / with: the CIFAR-10 pipeline with the
-paper's augmentation 201, 204 / 177, 181 (8 batches; 20 batches,
-three alternated runs each: 165, 158, 224 / 205, 193, 215, so no
-slower), `model.fit` fed by it 318, 311 / 296, 328 (pipeline-bound here),
-its training step 626, 620 / 779, 754; the digits quick-start's `fit`
-2,459, 2,936 / 3,567, 3,301. So the `keras-gmlp` command and the
-recipes call it (under JAX only: TensorFlow's steps fault a few hundred
-times, torch's 27,000 at batch 32 for 0.05 of a 2.2 s step's system
-seconds).
+JAX, runs alternated, images/s without / with, the CIFAR-10 pipeline
+with the paper's augmentation: 8 timed batches
+(`image_pipeline_jax_quick_{plain,reuse}_{1,2}.json`): pipeline 201,
+204 / 177, 181, `model.fit` fed by it 318, 311 / 296, 328, its training
+step 626, 620 / 779, 754; 20 timed batches (`_quick20_`): pipeline
+187, 179 / 187, 192, `fit` 184, 174 / 206, 211, training step 546, 569
+/ 662, 786. The digits quick-start's `fit` (8 batches): 2,459, 2,936 /
+3,567, 3,301. So the `keras-gmlp` command and the recipes call it
+(under JAX only: TensorFlow's steps fault a few hundred times, torch's
+27,000 at batch 32 for 0.05 of a 2.2 s step's system seconds).
 
 Usage:
     python benchmarks/malloc_settings.py --backends jax tensorflow torch \
