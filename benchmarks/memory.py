@@ -89,12 +89,13 @@ With `--reuse-freed-memory` (the JAX process calls
 `keras_gmlp.training.reuse_freed_memory()` first, as the `keras-gmlp`
 command does; `memory_<model>_epyc_avx512_batch32_reuse_jax.json`):
 gMLP-Ti 0.65 / 0.93 / 1.01, unchanged, but gMLP-S 0.66 / 1.47 / 1.44
-(a whole peak of 8,658 MiB against 5,472). Step by step (a scratch
-script, `maxrss` after each step): 5,415 MiB after the first step,
-8,622 after the second, whose 3.2 GB buffer did not reuse the first
-step's freed one; later steps settle at 5.5 GB of RSS again, so that
-memory went back to the system from somewhere glibc's main heap (never
-trimmed then) is not. Cause not found.
+(a whole peak of 8,658 MiB against 5,472). Step by step (again with
+`--steps 3`, the rows' `peak_after_each_step_mib`): 5,455 MiB after the
+first step, 8,645 after the second, whose 3.2 GB buffer did not reuse
+the first step's freed one, 8,667 after the third. In a scratch script
+that printed RSS too, later steps settled at 5.5 GB of RSS again, so
+that memory went back to the system from somewhere glibc's main heap
+(never trimmed then) is not. Cause not found.
 
 Where torch's extra RSS goes: not into tensors. The live tensors at the
 step's peak, from torch's memory timeline (`live_memory.py`,

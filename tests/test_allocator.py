@@ -16,6 +16,7 @@ import pytest
 
 from keras_gmlp import cli
 from keras_gmlp.training import allocator
+from tests.page_faults import SECOND_FILL_FAULTS
 
 # A jitted function whose XLA temporaries take about 98 MiB (25,000
 # pages), run three times; prints the minor page faults of the third run.
@@ -116,30 +117,19 @@ def test_after_jax_started_it_warns_and_changes_nothing():
     assert late["faults"] > late["temporaries"] // 4096 * 0.8
 
 
-# glibc's main-thread mmap threshold left as it was: a 96 MiB malloc'd,
-# filled and freed buffer is faulted in again on the next pass.
-MAIN_THREAD_FAULTS = """
-import ctypes, json, resource
+# Whether glibc's main heap keeps a freed large buffer: the faults of
+# refilling it.
+MAIN_THREAD_FAULTS = (
+    SECOND_FILL_FAULTS
+    + """
+import json
 import keras_gmlp
 from keras_gmlp.training import reuse_freed_memory
 
 applied = reuse_freed_memory()
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-SIZE = 96 << 20
-
-def fill():
-    buffer = libc.malloc(SIZE)
-    ctypes.memset(buffer, 1, SIZE)
-    libc.free(buffer)
-
-fill()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-fill()
-faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-print(json.dumps({"applied": applied, "faults": faults}))
+print(json.dumps({"applied": applied, "faults": second_fill_faults()}))
 """
+)
 
 
 @glibc_only

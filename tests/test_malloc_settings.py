@@ -9,33 +9,20 @@ import pytest
 
 from benchmarks import common
 from benchmarks import malloc_settings
+from tests.page_faults import SECOND_FILL_FAULTS
 
-# A thread mallocs and fills a 96 MiB buffer, frees it, and does it
-# again: the second pass's minor page faults. (glibc's malloc, not
-# numpy's, which asks for huge pages on large arrays.)
-SECOND_PASS_FAULTS = """
-import ctypes, resource, threading
+# A thread mallocs, fills and frees a 96 MiB buffer twice: the second
+# pass's minor page faults.
+SECOND_PASS_FAULTS = (
+    SECOND_FILL_FAULTS
+    + """
+import threading
 
-libc = ctypes.CDLL("libc.so.6")
-libc.malloc.restype = ctypes.c_void_p
-libc.free.argtypes = [ctypes.c_void_p]
-SIZE = 96 << 20
-
-def fill():
-    buffer = libc.malloc(SIZE)
-    ctypes.memset(buffer, 1, SIZE)
-    libc.free(buffer)
-
-def run():
-    fill()
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    fill()
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-
-thread = threading.Thread(target=run)
+thread = threading.Thread(target=lambda: print(second_fill_faults()))
 thread.start()
 thread.join()
 """
+)
 
 
 def test_workers_start_from_glibc_defaults_not_the_callers_settings(

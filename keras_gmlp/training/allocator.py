@@ -36,13 +36,13 @@ def reuse_freed_memory():
     waits for each computation instead of queuing the next one. The peak
     can grow: a gMLP-S/16 training process at batch 32 peaked at 8,658
     MiB against 5,472 without, in its second step (gMLP-Ti: unchanged;
-    `benchmarks/memory.py`).
-    The `keras-gmlp` command and the recipes call it before training;
-    `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the environment turns it off.
-    Call it before JAX's first computation: JAX reads the dispatch
-    setting when it starts its CPU client. Under TensorFlow (whose
-    allocator keeps its memory) and torch (27,000 faults a gMLP-Ti step
-    at batch 32, 2 % of its time), and off glibc, it does nothing.
+    `benchmarks/memory.py`). The `keras-gmlp` command and the recipes
+    call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the
+    environment turns it off. Call it before JAX's first computation:
+    JAX reads the dispatch setting when it starts its CPU client. Under
+    TensorFlow (whose allocator keeps its memory) and torch (27,000
+    faults a gMLP-Ti step at batch 32, 2 % of its time), and off glibc,
+    it does nothing.
 
     Returns:
         bool. Whether the settings were applied.
@@ -50,6 +50,7 @@ def reuse_freed_memory():
     Example:
 
     ```python
+    import keras_gmlp
     from keras_gmlp.training import reuse_freed_memory
 
     reuse_freed_memory()  # first: under JAX, before any model is built
