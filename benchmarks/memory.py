@@ -88,8 +88,8 @@ below timm's, JAX's first steps (compilation) included.
 With `--reuse-freed-memory` (the JAX process calls
 `keras_gmlp.training.reuse_freed_memory()` first, as the `keras-gmlp`
 command does; `memory_<model>_epyc_avx512_batch32_reuse_jax.json`):
-gMLP-Ti 0.65 / 0.93 / 1.01, unchanged, but gMLP-S 0.66 / 1.47 / 1.44
-(a whole peak of 8,658 MiB against 5,472). Step by step (again with
+gMLP-Ti 0.65 / 0.93 / 1.01, unchanged, but gMLP-S 0.64 / 1.47 / 1.44
+(a whole peak of 8,667 MiB against 5,472). Step by step (gMLP-S run with
 `--steps 3`, the rows' `peak_after_each_step_mib`): 5,455 MiB after the
 first step, 8,645 after the second, whose 3.2 GB buffer did not reuse
 the first step's freed one, 8,667 after the third. In a scratch script

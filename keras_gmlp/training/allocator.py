@@ -34,7 +34,7 @@ def reuse_freed_memory():
 
     The process keeps the memory it has freed until it exits, and Python
     waits for each computation instead of queuing the next one. The peak
-    can grow: a gMLP-S/16 training process at batch 32 peaked at 8,658
+    can grow: a gMLP-S/16 training process at batch 32 peaked at 8,667
     MiB against 5,472 without, in its second step (gMLP-Ti: unchanged;
     `benchmarks/memory.py`). The `keras-gmlp` command and the recipes
     call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the
