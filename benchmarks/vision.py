@@ -209,8 +209,8 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   `--reuse-freed-memory` (the workers call
   `keras_gmlp.training.reuse_freed_memory()`, as the `keras-gmlp` command
   does) removes the faults: float32 training 1.17x timm on gMLP-Ti
-  (rounds 1.14-1.25; 0.91 without, the same settings) and 1.29x on
-  gMLP-S (1.23-1.35), one precision per run
+  (rounds 1.14-1.25; 0.91 without, the same settings) and 1.29x and
+  1.20x on gMLP-S (1.23-1.35, 1.04-1.25; two runs), one precision per run
   (`vision_gmlp_*16_224_epyc_avx512_batch32_f32_{reuse,default}_jax.json`).
 - One worker holds every variant's model, and under JAX that slows the
   float32 step by about a fifth when the bf16 model is there too (gMLP-Ti
