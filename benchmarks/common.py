@@ -534,6 +534,30 @@ class Worker:
                 self.process.kill()
 
 
+def add_reuse_freed_memory_argument(parser):
+    """Adds `--reuse-freed-memory` to a driver's (and its workers') flags."""
+    parser.add_argument(
+        "--reuse-freed-memory",
+        action="store_true",
+        help="the Keras workers call keras_gmlp.training.reuse_freed_memory() "
+        "first, as the keras-gmlp command does (JAX only)",
+    )
+
+
+def reuse_freed_memory_flags(enabled):
+    """The part of a worker's command line that passes it on."""
+    return ["--reuse-freed-memory"] if enabled else []
+
+
+def start_reusing_freed_memory(enabled):
+    """A worker's first step: `keras_gmlp.training.reuse_freed_memory()`
+    when `enabled`, before the backend computes anything."""
+    if enabled:
+        from keras_gmlp.training import reuse_freed_memory
+
+        reuse_freed_memory()
+
+
 def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
     """The flags the A/B benchmarks share; the script adds its own.
 

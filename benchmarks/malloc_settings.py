@@ -158,10 +158,7 @@ def transparent_hugepage_mode():
 
 def worker(args):
     """Builds the model, warms it up, then times steps on request."""
-    if args.reuse_freed_memory:
-        from keras_gmlp.training import reuse_freed_memory
-
-        reuse_freed_memory()
+    common.start_reusing_freed_memory(args.reuse_freed_memory)
     common.configure_threads(args.threads)
     model = common.build_image_classifier(
         args.model, 224, "auto", args.precision
@@ -210,7 +207,7 @@ def start_worker(args, backend, batch_size, variant):
         str(args.threads),
         "--warmup",
         str(args.warmup),
-        *(["--reuse-freed-memory"] if variant in REUSE_FREED_MEMORY else []),
+        *common.reuse_freed_memory_flags(variant in REUSE_FREED_MEMORY),
     ]
     worker = common.Worker(
         command, variant_env(backend, args.threads, variant), None
@@ -307,7 +304,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--suffix", default="", help="of the results file")
     parser.add_argument("--worker", action="store_true")
-    parser.add_argument("--reuse-freed-memory", action="store_true")
+    common.add_reuse_freed_memory_argument(parser)
     args = parser.parse_args()
     if args.worker:
         return worker(args)

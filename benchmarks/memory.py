@@ -158,10 +158,7 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 
 def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps."""
-    if args.reuse_freed_memory:
-        from keras_gmlp.training import reuse_freed_memory
-
-        reuse_freed_memory()
+    common.start_reusing_freed_memory(args.reuse_freed_memory)
     common.configure_threads(args.threads)
     model = common.build_image_classifier(
         args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
@@ -253,12 +250,7 @@ def main():
         choices=list(JIT_COMPILE),
     )
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument(
-        "--reuse-freed-memory",
-        action="store_true",
-        help="the Keras processes call keras_gmlp.training."
-        "reuse_freed_memory() first, as the keras-gmlp command does",
-    )
+    common.add_reuse_freed_memory_argument(parser)
     parser.add_argument(
         "--steady-steps",
         type=int,
@@ -316,10 +308,8 @@ def main():
                         str(args.steady_steps),
                         "--threads",
                         str(args.threads),
-                        *(
-                            ["--reuse-freed-memory"]
-                            if args.reuse_freed_memory
-                            else []
+                        *common.reuse_freed_memory_flags(
+                            args.reuse_freed_memory
                         ),
                     ],
                     common.worker_env(backend, args.threads),

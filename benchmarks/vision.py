@@ -252,10 +252,7 @@ def worker(args):
     import keras
     import numpy as np
 
-    if args.reuse_freed_memory:
-        from keras_gmlp.training import reuse_freed_memory
-
-        reuse_freed_memory()
+    common.start_reusing_freed_memory(args.reuse_freed_memory)
     common.configure_threads(args.threads)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     variants, errors = {}, {}
@@ -349,7 +346,7 @@ def measure_backend(args, model, backend, timm, log):
             str(args.warmup),
             "--variants",
             *variants,
-            *(["--reuse-freed-memory"] if args.reuse_freed_memory else []),
+            *common.reuse_freed_memory_flags(args.reuse_freed_memory),
         ],
         common.worker_env(backend, args.threads),
         log,
@@ -638,12 +635,7 @@ def main():
         help="also jit_compile=True on torch (torch.compile: compiling the "
         "30-block step took over 14 minutes on the loaded 2-core machine)",
     )
-    parser.add_argument(
-        "--reuse-freed-memory",
-        action="store_true",
-        help="the Keras workers call keras_gmlp.training.reuse_freed_memory() "
-        "first, as the keras-gmlp command does (JAX only)",
-    )
+    common.add_reuse_freed_memory_argument(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")
     parser.add_argument("--warmup", type=int, default=2)
