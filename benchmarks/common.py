@@ -899,37 +899,13 @@ def build_image_classifier(model_name, image_size, jit_compile, precision):
 
 
 def random_image_batch(batch_size, image_size, seed=0):
-    """`(images, labels)`: uniform float32 RGB images, ImageNet labels.
-
-    Both arrays start on a 64-byte boundary, as the tensors tf.data hands
-    to `fit` do. The JAX backend passes such an array to a computation
-    without copying it; it copies any other array of over 100 KiB on one
-    of its own threads, and the step then runs on that thread, whose
-    glibc arena cannot keep the step's buffer between steps (the images of
-    a batch of 8 are 4.8 MB). Unaligned, every other gMLP-S/16 step at
-    batch 32 under `reuse_freed_memory` mapped and faulted its 3.3 GB
-    buffer afresh, and the process held two of them, which a `fit` on
-    tf.data does not.
-    """
+    """`(images, labels)`: uniform float32 RGB images, ImageNet labels."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     images = rng.uniform(size=(batch_size, image_size, image_size, 3))
     labels = rng.integers(0, 1000, (batch_size,))
-    return aligned_copy(images.astype("float32")), aligned_copy(labels)
-
-
-def aligned_copy(array, alignment=64):
-    """A copy of the numpy `array` whose data starts on `alignment` bytes."""
-    import numpy as np
-
-    array = np.ascontiguousarray(array)
-    storage = np.empty(array.nbytes + alignment, np.uint8)
-    start = -storage.ctypes.data % alignment
-    copy = storage[start : start + array.nbytes].view(array.dtype)
-    copy = copy.reshape(array.shape)
-    copy[...] = array
-    return copy
+    return images.astype("float32"), labels
 
 
 # ------------------------------------------------------------------- FLOPs

@@ -2,6 +2,7 @@ import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
 from keras_gmlp.layers.xla_functions import portable_ops
+from keras_gmlp.training.allocator import with_ready_inputs
 from keras_gmlp.training.optimizers import no_decay_variables
 
 # Entries a task adds to its compile config: the trainable variables (by
@@ -72,10 +73,33 @@ class GMLPTask(PortableExport):
       `jit_compile="auto"` (the default) is saved as `"auto"`, so each
       backend resolves it where the file loads (Keras saves the saving
       backend's answer: XLA's True would become `torch.compile`).
+    - Under JAX with asynchronous dispatch off
+      (`keras_gmlp.training.reuse_freed_memory`), each step waits for
+      its batch to be on the device, so that it runs on the calling
+      thread and reuses the previous step's memory
+      (`keras_gmlp.training.allocator.with_ready_inputs`).
     - `from_preset()` of a preset saved under a mixed-precision policy
       (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
       fails on it. Pass `dtype=` to choose another.
     """
+
+    def make_train_function(self, force=False):
+        super().make_train_function(force=force)
+        if keras.config.backend() == "jax":
+            self.train_function = with_ready_inputs(self.train_function)
+        return self.train_function
+
+    def make_test_function(self, force=False):
+        super().make_test_function(force=force)
+        if keras.config.backend() == "jax":
+            self.test_function = with_ready_inputs(self.test_function)
+        return self.test_function
+
+    def make_predict_function(self, force=False):
+        super().make_predict_function(force=force)
+        if keras.config.backend() == "jax":
+            self.predict_function = with_ready_inputs(self.predict_function)
+        return self.predict_function
 
     def get_layer(self, name=None, index=None):
         """Returns a layer of the task or, by name, of its backbone."""

@@ -6,6 +6,7 @@ import platform
 import warnings
 
 import keras
+import numpy as np
 
 # Set to "0", it turns `reuse_freed_memory` off.
 ENV_VARIABLE = "KERAS_GMLP_REUSE_FREED_MEMORY"
@@ -33,9 +34,12 @@ def reuse_freed_memory():
     threads keep their own arenas.
 
     The process keeps the memory it has freed until it exits, and Python
-    waits for each computation instead of queuing the next one. The peak
-    can grow: a gMLP-S/16 training process at batch 32 peaked at 8,667
-    MiB against 5,472 without, in its second step (gMLP-Ti: unchanged;
+    waits for each computation instead of queuing the next one. A step
+    runs on the calling thread only when its inputs are ready: the gMLP
+    tasks wait for their batches' copies first (`with_ready_inputs`),
+    and a step that runs elsewhere maps its buffer afresh, besides the one
+    kept (a gMLP-S/16 process at batch 32 then held two 3.3 GB buffers;
+    with its inputs ready, its peak stays at 0.91x timm's,
     `benchmarks/memory.py`). The `keras-gmlp` command and the recipes
     call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the
     environment turns it off. Call it before JAX's first computation:
@@ -81,3 +85,52 @@ def reuse_freed_memory():
     return bool(
         libc.mallopt(M_MMAP_MAX, 0) and libc.mallopt(M_TRIM_THRESHOLD, -1)
     )
+
+
+def with_ready_inputs(step_function):
+    """Makes a Keras JAX step function wait for its batch's copies first.
+
+    With JAX's asynchronous dispatch off (`reuse_freed_memory`), JAX runs
+    a computation on the calling thread only when its inputs are ready.
+    Keras hands a step numpy arrays, and JAX copies one of over 100 KiB
+    that does not start on a 64-byte boundary on one of its own threads
+    (Keras' copies of tf.data's tensors do not); the step then runs on
+    that thread, whose glibc arena cannot keep the step's buffer, and maps
+    and faults it afresh: 20 to 50 % of the gMLP steps of a `fit` on
+    tf.data did, and a gMLP-S/16 process at batch 32 held two 3.3 GB
+    buffers. The returned function puts each batch's numpy arrays on the
+    device and waits for them, then calls `step_function`. With
+    asynchronous dispatch on, it returns `step_function` itself: waiting
+    would only stop Python from queuing the next step.
+
+    Args:
+        step_function: the Keras JAX trainer's `train_function`,
+            `test_function` or `predict_function`: `(state, batches)`,
+            `batches` an iterator of batches (Keras 3.15) or one batch.
+
+    Returns:
+        A function of the same arguments.
+    """
+    import jax
+
+    if jax.config.read("jax_cpu_enable_async_dispatch") or getattr(
+        step_function, "waits_for_inputs", False
+    ):
+        return step_function
+
+    def on_device(value):
+        if isinstance(value, np.ndarray):
+            return jax.device_put(value)
+        return value
+
+    def ready(batch):
+        batch = jax.tree_util.tree_map(on_device, batch)
+        return jax.block_until_ready(batch)
+
+    def step_with_ready_inputs(state, batches):
+        if hasattr(batches, "__next__"):
+            return step_function(state, map(ready, batches))
+        return step_function(state, ready(batches))
+
+    step_with_ready_inputs.waits_for_inputs = True
+    return step_with_ready_inputs
