@@ -89,13 +89,31 @@ With `--reuse-freed-memory` (the JAX process calls
 `keras_gmlp.training.reuse_freed_memory()` first, as the `keras-gmlp`
 command does; `memory_<model>_epyc_avx512_batch32_reuse_jax.json`):
 gMLP-Ti 0.65 / 0.93 / 1.01, unchanged, but gMLP-S 0.64 / 1.47 / 1.44
-(a whole peak of 8,667 MiB against 5,472). Step by step (gMLP-S run with
-`--steps 3`, the rows' `peak_after_each_step_mib`): 5,455 MiB after the
-first step, 8,645 after the second, whose 3.2 GB buffer did not reuse
-the first step's freed one, 8,667 after the third. In a scratch script
-that printed RSS too, later steps settled at 5.5 GB of RSS again, so
-that memory went back to the system from somewhere glibc's main heap
-(never trimmed then) is not. Cause not found.
+(a whole peak of 8,667 MiB against 5,472; 5,455 MiB after the first
+step, 8,645 after the second). The cause: JAX runs a step on the calling
+thread only when its inputs are ready, and it copies a numpy batch
+(`random_image_batch`'s, or Keras' copy of a tf.data batch) on one of
+its own threads when the array does not start on 64 bytes; the step
+then ran on that thread, whose arena cannot keep the 3.3 GB buffer, so
+glibc mapped a second one beside the main heap's (an `LD_PRELOAD`
+logger of `posix_memalign` showed every other step's buffer at an
+`mmap` address; a `fit` on tf.data ran 20-50 % of its steps there).
+The gMLP tasks now wait for the batch's copies before a JAX step when
+asynchronous dispatch is off
+(`keras_gmlp.training.allocator.with_ready_inputs`):
+gMLP-S 0.65 / 0.87 / 0.93 (5,518 MiB against 5,947; after each step
+5,460, 5,481, 5,518); gMLP-Ti in three processes 0.66 / 0.91-0.92 /
+1.00 twice, but once 0.66 / 1.57 / 1.47 (3,265 MiB after the first step,
+4,874 after the second)
+(`memory_<model>_epyc_avx512_batch32_reuse_jax_ready_inputs*.json`;
+runs 2 and 3 were written as `_scratch_{2,3}` and renamed). That
+remaining case is glibc's placement: a batch's 19 MB device copy, made
+while the freed step buffer is the only free block large enough, is cut
+from it, and what is left is too small for the next step's buffer
+unless it borders the top of the heap. Whether it does depends on the
+order of the threads' allocations in a step. A `fit` on tf.data
+(gMLP-Ti, batch 32, 8 steps, two processes, a scratch check) held 3.3
+GB of RSS from its first step to its last.
 
 Where torch's extra RSS goes: not into tensors. The live tensors at the
 step's peak, from torch's memory timeline (`live_memory.py`,

@@ -212,6 +212,10 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   (rounds 1.14-1.25; 0.91 without, the same settings) and 1.29x and
   1.20x on gMLP-S (1.23-1.35, 1.04-1.25; two runs), one precision per run
   (`vision_gmlp_*16_224_epyc_avx512_batch32_f32_{reuse,default}_jax.json`).
+  Those runs let some steps run on JAX's copying thread (the batch is a
+  numpy array JAX copies there); since the tasks wait for the copies
+  (`keras_gmlp.training.allocator.with_ready_inputs`), gMLP-Ti: 1.13x
+  (rounds 0.98-1.29, `_f32_reuse_jax_ready_inputs.json`).
 - One worker holds every variant's model, and under JAX that slows the
   float32 step by about a fifth when the bf16 model is there too (gMLP-Ti
   at batch 32: 9.7 against 12.0 images/s by default, 10.7 against 14.0
