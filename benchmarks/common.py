@@ -899,13 +899,23 @@ def build_image_classifier(model_name, image_size, jit_compile, precision):
 
 
 def random_image_batch(batch_size, image_size, seed=0):
-    """`(images, labels)`: uniform float32 RGB images, ImageNet labels."""
+    """`(images, labels)`: uniform float32 RGB images, ImageNet labels.
+
+    The arrays start on 64 bytes, as the batches a gMLP task's JAX step
+    takes under `reuse_freed_memory` do
+    (`keras_gmlp.training.allocator.with_ready_inputs`): JAX uses them in
+    place. `train_on_batch` does not align them itself; JAX would copy an
+    unaligned batch on one of its threads, and where glibc puts that copy
+    decides whether the next step reuses the freed step buffer.
+    """
     import numpy as np
+
+    from keras_gmlp.training.allocator import aligned
 
     rng = np.random.default_rng(seed)
     images = rng.uniform(size=(batch_size, image_size, image_size, 3))
     labels = rng.integers(0, 1000, (batch_size,))
-    return images.astype("float32"), labels
+    return aligned(images.astype("float32")), aligned(labels)
 
 
 # ------------------------------------------------------------------- FLOPs

@@ -255,6 +255,31 @@ def test_with_ready_inputs_hands_the_step_its_batch_on_the_device():
     assert allocator.with_ready_inputs(step) is step
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16"])
+def test_aligned_copies_only_what_does_not_start_on_64_bytes(dtype):
+    import numpy as np
+
+    storage = np.zeros(4096 + 64, np.uint8)
+    base = -storage.ctypes.data % 64
+    values = np.random.default_rng(0).integers(0, 2, (8, 16)).astype(dtype)
+    size = values.nbytes
+    for offset in (0, 16, 32, 48):
+        array = storage[base + offset : base + offset + size].view(dtype)
+        array = array.reshape(values.shape)
+        array[...] = values
+
+        result = allocator.aligned(array)
+
+        assert result.ctypes.data % 64 == 0
+        assert (result is array) == (offset == 0)
+        assert result.dtype == values.dtype
+        np.testing.assert_array_equal(result, values)
+    # A strided view is copied into C order.
+    columns = allocator.aligned(values[:, ::2])
+    assert columns.flags.c_contiguous
+    np.testing.assert_array_equal(columns, values[:, ::2])
+
+
 @pytest.mark.parametrize(
     "argv, calls",
     [
