@@ -98,8 +98,8 @@ then ran on that thread, whose arena cannot keep the 3.3 GB buffer, so
 glibc mapped a second one beside the main heap's (an `LD_PRELOAD`
 logger of `posix_memalign` showed every other step's buffer at an
 `mmap` address; a `fit` on tf.data ran 20-50 % of its steps there).
-The gMLP tasks now wait for the batch's copies before a JAX step when
-asynchronous dispatch is off
+The gMLP tasks first made each JAX step wait for its batch's copies
+when asynchronous dispatch is off
 (`keras_gmlp.training.allocator.with_ready_inputs`):
 gMLP-S 0.65 / 0.87 / 0.93 (5,518 MiB against 5,947; after each step
 5,460, 5,481, 5,518); gMLP-Ti in three processes 0.66 / 0.91-0.92 /
@@ -107,13 +107,22 @@ gMLP-S 0.65 / 0.87 / 0.93 (5,518 MiB against 5,947; after each step
 4,874 after the second)
 (`memory_<model>_epyc_avx512_batch32_reuse_jax_ready_inputs*.json`;
 runs 2 and 3 were written as `_scratch_{2,3}` and renamed). That
-remaining case is glibc's placement: a batch's 19 MB device copy, made
-while the freed step buffer is the only free block large enough, is cut
-from it, and what is left is too small for the next step's buffer
-unless it borders the top of the heap. Whether it does depends on the
-order of the threads' allocations in a step. A `fit` on tf.data
-(gMLP-Ti, batch 32, 8 steps, two processes, a scratch check) held 3.3
-GB of RSS from its first step to its last.
+remaining case was glibc's placement: JAX still copied the unaligned
+batch, through a 19 MB staging block on the main heap; made while the
+freed step buffer was the only free block large enough, it was cut from
+it, and what was left was too small for the next step's buffer unless
+it bordered the top of the heap. Now the tasks hand JAX a 64-byte-aligned
+copy of such an array, which it uses in place
+(`keras_gmlp.training.allocator.aligned`), and `random_image_batch`
+aligns its batch likewise (`train_on_batch` does not align it): gMLP-Ti
+0.65 / 0.91 / 1.00 (3,316 against 3,319 MiB), 0.65 / 0.91 / 1.00 and
+0.65 / 0.92 / 1.00, three processes; gMLP-S 0.64 / 0.83 / 0.90 (5,469
+against 6,076 MiB; after each step 5,448, 5,469, 5,469)
+(`memory_<model>_epyc_avx512_batch32_reuse_jax_aligned_inputs*.json`).
+A `fit` on tf.data (batch 32, 8 steps, a scratch check with an
+`LD_PRELOAD` logger of `posix_memalign`) put every step's buffer on the
+main heap, for gMLP-Ti and gMLP-S, and held gMLP-Ti's RSS at 3.3-3.4 GB
+from its first step to its last.
 
 Where torch's extra RSS goes: not into tensors. The live tensors at the
 step's peak, from torch's memory timeline (`live_memory.py`,

@@ -74,8 +74,8 @@ class GMLPTask(PortableExport):
       backend resolves it where the file loads (Keras saves the saving
       backend's answer: XLA's True would become `torch.compile`).
     - Under JAX with asynchronous dispatch off
-      (`keras_gmlp.training.reuse_freed_memory`), each step waits for
-      its batch to be on the device, so that it runs on the calling
+      (`keras_gmlp.training.reuse_freed_memory`), each step gets its
+      batch already on the device, so that it runs on the calling
       thread and reuses the previous step's memory
       (`keras_gmlp.training.allocator.with_ready_inputs`).
     - `from_preset()` of a preset saved under a mixed-precision policy

@@ -38,17 +38,17 @@ def reuse_freed_memory():
     The process keeps the memory it has freed until it exits, and Python
     waits for each computation instead of queuing the next one. A step
     runs on the calling thread only when its inputs are ready: the gMLP
-    tasks wait for their batches' copies first (`with_ready_inputs`),
-    and a step that runs elsewhere maps its buffer afresh, besides the one
-    kept (a gMLP-S/16 process at batch 32 then held two 3.3 GB buffers;
-    with its inputs ready, its peak stays at 0.91x timm's,
-    `benchmarks/memory.py`). The `keras-gmlp` command and the recipes
-    call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the
-    environment turns it off. Call it before JAX's first computation:
-    JAX reads the dispatch setting when it starts its CPU client. Under
-    TensorFlow (whose allocator keeps its memory) and torch (27,000
-    faults a gMLP-Ti step at batch 32, 2 % of its time), and off glibc,
-    it does nothing.
+    tasks hand their steps batches already on the device
+    (`with_ready_inputs`); a step that runs elsewhere maps its buffer
+    afresh, besides the one kept (a gMLP-S/16 process at batch 32 then
+    held two 3.3 GB buffers; with its batch ready, it peaks at 0.90x
+    timm's, `benchmarks/memory.py`). The `keras-gmlp` command and the
+    recipes call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0`
+    in the environment turns it off. Call it before JAX's first
+    computation: JAX reads the dispatch setting when it starts its CPU
+    client. Under TensorFlow (whose allocator keeps its memory) and torch
+    (27,000 faults a gMLP-Ti step at batch 32, 2 % of its time), and off
+    glibc, it does nothing.
 
     Returns:
         bool. Whether the settings were applied.
