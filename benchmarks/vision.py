@@ -215,12 +215,18 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   Those runs let some steps run on JAX's copying thread (the batch is a
   numpy array JAX copies there); since the tasks wait for the copies
   (`keras_gmlp.training.allocator.with_ready_inputs`), gMLP-Ti: 1.13x
-  (rounds 0.98-1.29, `_f32_reuse_jax_ready_inputs.json`).
-- One worker holds every variant's model, and under JAX that slows the
-  float32 step by about a fifth when the bf16 model is there too (gMLP-Ti
-  at batch 32: 9.7 against 12.0 images/s by default, 10.7 against 14.0
-  with `--reuse-freed-memory`; cause not found): pass one precision per
-  run to measure JAX's float32 step as a training program runs it.
+  (rounds 0.98-1.29, `_f32_reuse_jax_ready_inputs.json`); with the batch
+  aligned, used in place (`_f32_reuse_jax_aligned_inputs.json`), gMLP-Ti
+  1.11x (1.03-1.18), gMLP-S 1.29x (1.16-1.29) at an MFU of 0.67 (timm
+  0.59).
+- One worker holds every variant's model. Under JAX that slowed the
+  float32 step by about a fifth when the bf16 model was there too
+  (gMLP-Ti at batch 32: 9.7 against 12.0 images/s by default, 10.7
+  against 14.0 with `--reuse-freed-memory`) while the batch was an
+  unaligned numpy array: JAX copied it on one of its threads and ran
+  some steps there. With the batch aligned (`common.random_image_batch`),
+  the two-model worker trains float32 at 14.9 images/s, 1.21x timm
+  (rounds 1.16-1.24, `_batch32_reuse_jax_aligned_inputs.json`).
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
