@@ -223,8 +223,9 @@ def test_with_ready_inputs_hands_the_step_its_batch_on_the_device():
     # 1 MiB that starts 16 bytes past a 64-byte boundary: JAX copies it
     # on one of its own threads.
     storage = np.zeros(2**18 + 16, np.float32)
-    offset = (-storage.ctypes.data % 64 + 16) // 4
+    offset = (-storage.ctypes.data % 64 + 16) % 64 // 4
     images = storage[offset : offset + 2**18].reshape(64, 64, 64)
+    assert images.ctypes.data % 64 == 16
     labels = np.arange(64)
     received = []
 
@@ -234,6 +235,7 @@ def test_with_ready_inputs_hands_the_step_its_batch_on_the_device():
         received.append(jax.tree_util.tree_leaves(batch))
         return {"loss": 0.0}, state
 
+    asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
     jax.config.update("jax_cpu_enable_async_dispatch", False)
     try:
         wrapped = allocator.with_ready_inputs(step)
@@ -241,7 +243,7 @@ def test_with_ready_inputs_hands_the_step_its_batch_on_the_device():
         logs, state = wrapped("state", iter([(images, labels, None)]))
         wrapped("state", (images, labels))
     finally:
-        jax.config.update("jax_cpu_enable_async_dispatch", True)
+        jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)
 
     assert state == "state" and logs == {"loss": 0.0}
     assert len(received) == 2
@@ -252,7 +254,11 @@ def test_with_ready_inputs_hands_the_step_its_batch_on_the_device():
         np.testing.assert_array_equal(leaves[0], images)
         np.testing.assert_array_equal(leaves[1], labels)
     # With asynchronous dispatch on, the step is left as it is.
-    assert allocator.with_ready_inputs(step) is step
+    jax.config.update("jax_cpu_enable_async_dispatch", True)
+    try:
+        assert allocator.with_ready_inputs(step) is step
+    finally:
+        jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16"])
