@@ -85,21 +85,21 @@ class GMLPTask(PortableExport):
 
     def make_train_function(self, force=False):
         super().make_train_function(force=force)
-        if keras.config.backend() == "jax":
-            self.train_function = with_ready_inputs(self.train_function)
-        return self.train_function
+        return self._step_with_ready_inputs("train_function")
 
     def make_test_function(self, force=False):
         super().make_test_function(force=force)
-        if keras.config.backend() == "jax":
-            self.test_function = with_ready_inputs(self.test_function)
-        return self.test_function
+        return self._step_with_ready_inputs("test_function")
 
     def make_predict_function(self, force=False):
         super().make_predict_function(force=force)
+        return self._step_with_ready_inputs("predict_function")
+
+    def _step_with_ready_inputs(self, name):
+        """Wraps the step function `name` in `with_ready_inputs` (JAX)."""
         if keras.config.backend() == "jax":
-            self.predict_function = with_ready_inputs(self.predict_function)
-        return self.predict_function
+            setattr(self, name, with_ready_inputs(getattr(self, name)))
+        return getattr(self, name)
 
     def get_layer(self, name=None, index=None):
         """Returns a layer of the task or, by name, of its backbone."""
