@@ -159,6 +159,26 @@ with `float-normalization-bf16` disabled, alone, with
 not compile (the same `dot_op_emitter.cc` RET_CHECK). So XLA:CPU keeps
 bfloat16 dots at float32's rate plus the conversions here.
 
+What those flags missed: XLA:CPU converts a dot with a bfloat16 *result*
+to float32, but hands one with bfloat16 operands and a float32 result
+(`preferred_element_type=float32`) to YNNPACK as it is, which runs it on
+the CPU's bfloat16 units. On an idle 2-core Xeon with AMX (Sapphire
+Rapids class, `amx_bf16`, `avx512_bf16`), a 2048^3 dot, median of 10:
+float32 364 GFLOP/s, bfloat16 result 290, bfloat16 into float32 1,780
+(1,655 with the rounding to bfloat16; torch's bfloat16 matmul there:
+2,530). `keras_gmlp.layers.matmul.matmul` is that dot, rounded once to
+bfloat16, for the product and both gradients (JAX's own gradient of a
+dot with `preferred_element_type` is a float32-by-bfloat16 dot, as slow
+as before); the unit's token product uses the same dots
+(`matmul.jax_dot`). Variants `biased` (the `all` before it: GELU,
+product and bias add) and `all` (with it); `matmul` op rows: gMLP-Ti's
+fc1 and fc2 products, `keras.ops.matmul` against it. MEASURED_MATMUL
+One form of that dot fails at run time instead of being converted (a
+square `a` contracting its first axis with the middle axis of a 3-D
+`b`: "Unsupported element type for DotThunk::Execute: BF16 x BF16 =
+F32"); the token product's gradient is written around it, and
+`tests/layers/test_matmul.py` runs every dot of a bfloat16 block.
+
 Usage:
     KERAS_BACKEND=jax python benchmarks/jax_functions.py --rounds 5 \
         --variants keras both all
@@ -175,8 +195,9 @@ from benchmarks import common  # noqa: E402
 
 BASELINE = "keras"
 PRECISIONS = ("float32", "mixed_bfloat16")
-# `all` against `both`: the bias adds alone, the rest in place.
-STEPWISE = {"all": "both"}
+# `biased` against `both`: the bias adds alone, the rest in place; `all`
+# against `biased`: the matmul alone.
+STEPWISE = {"biased": "both", "all": "biased"}
 
 
 def keras_gelu(x):
@@ -208,8 +229,16 @@ VARIANT_PIECES = {
     "gelu": ("gelu",),
     "product": ("product",),
     "both": ("gelu", "product"),
-    "all": ("gelu", "product", "bias_add"),
+    "biased": ("gelu", "product", "bias_add"),
+    "all": ("gelu", "product", "bias_add", "matmul"),
 }
+
+
+def keras_matmul(x, kernel):
+    """The previous product: `keras.ops.matmul`, a bfloat16 result."""
+    from keras import ops
+
+    return ops.matmul(x, kernel)
 
 
 def plain_bias_add(x, bias, axis=-1):
@@ -221,26 +250,41 @@ def plain_bias_add(x, bias, axis=-1):
 
 @contextlib.contextmanager
 def variant(name, training):
-    """Patches the block's GELU, the unit's token product and the bias
-    adds (the Dense layers' and the unit's) to `name`'s."""
+    """Patches the block's GELU, the unit's token product, the bias adds
+    and the matmuls (the Dense layers' and the unit's) to `name`'s."""
     from keras_gmlp.layers import dense
+    from keras_gmlp.layers import gelu as gelu_module
     from keras_gmlp.layers import gmlp_block
     from keras_gmlp.layers import spatial_gating_unit as unit
 
     pieces = VARIANT_PIECES[name]
-    saved = gmlp_block.gelu, unit.token_product, unit.bias_add, dense.bias_add
-    if "gelu" not in pieces:
-        gmlp_block.gelu = keras_gelu
-    if "product" not in pieces:
-        unit.token_product = einsum_product if training else broadcast_product
-    if "bias_add" not in pieces:
-        unit.bias_add = dense.bias_add = plain_bias_add
+    patched = [
+        (gmlp_block, "gelu", keras_gelu, "gelu"),
+        (
+            unit,
+            "token_product",
+            einsum_product if training else broadcast_product,
+            "product",
+        ),
+        (unit, "bias_add", plain_bias_add, "bias_add"),
+        (dense, "bias_add", plain_bias_add, "bias_add"),
+        (gelu_module, "bias_add", plain_bias_add, "bias_add"),
+        (unit, "matmul", keras_matmul, "matmul"),
+        (dense, "matmul", keras_matmul, "matmul"),
+        (gelu_module, "matmul", keras_matmul, "matmul"),
+    ]
+    saved = [
+        (module, attribute, getattr(module, attribute))
+        for module, attribute, *_ in patched
+    ]
+    for module, attribute, baseline, piece in patched:
+        if piece not in pieces:
+            setattr(module, attribute, baseline)
     try:
         yield
     finally:
-        gmlp_block.gelu, unit.token_product, unit.bias_add, dense.bias_add = (
-            saved
-        )
+        for module, attribute, value in saved:
+            setattr(module, attribute, value)
 
 
 def op_functions(batch_size, precision):
@@ -252,6 +296,7 @@ def op_functions(batch_size, precision):
 
     from keras_gmlp.layers import bias_add
     from keras_gmlp.layers import gelu as gelu_module
+    from keras_gmlp.layers import matmul
     from keras_gmlp.layers import spatial_gating_unit as unit
 
     dtype = jnp.float32 if precision == "float32" else jnp.bfloat16
@@ -280,6 +325,13 @@ def op_functions(batch_size, precision):
         adds = {"keras": plain_bias_add, "candidate": bias_add.bias_add}
         for form, function in adds.items():
             cases[f"bias_add {channels} {form}"] = (function, (x, bias))
+    # gMLP-Ti's fc1 and fc2: (batch, 196, 128) x (128, 768) and back.
+    for rows, columns in ((128, 768), (384, 128)):
+        x = array(batch_size, 196, rows)
+        kernel = array(rows, columns, scale=rows**-0.5)
+        products = {"keras": keras_matmul, "candidate": matmul.matmul}
+        for form, function in products.items():
+            cases[f"matmul {rows}x{columns} {form}"] = (function, (x, kernel))
     functions = {}
     for name, (function, arguments) in cases.items():
         measure, form = name.rsplit(" ", 1)

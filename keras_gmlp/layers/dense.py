@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_gmlp.layers.bias_add import bias_add
+from keras_gmlp.layers.matmul import matmul
 
 
 def is_affine(dense):
@@ -54,7 +55,7 @@ class Dense(keras.layers.Dense):
             return super().call(inputs, training=training)
         if keras.backend.backend() == "jax":
             # The bias gradient summed in float32 under a mixed policy.
-            outputs = bias_add(ops.matmul(inputs, self.kernel), self.bias)
+            outputs = bias_add(matmul(inputs, self.kernel), self.bias)
             if self.activation is not None:
                 outputs = self.activation(outputs)
             return outputs

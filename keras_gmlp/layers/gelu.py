@@ -10,6 +10,7 @@ from keras import ops
 from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.dense import is_affine
 from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp.layers.matmul import matmul
 from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
@@ -243,7 +244,7 @@ def _product(inputs, kernel, bias):
     """`inputs @ kernel + bias` as `keras_gmlp.layers.Dense` computes it
     under JAX and TensorFlow (the bias gradient summed in float32 under JAX
     in low precision: `bias_add`)."""
-    return bias_add(ops.matmul(inputs, kernel), bias)
+    return bias_add(matmul(inputs, kernel), bias)
 
 
 def _onednn_dense_gelu(inputs, kernel, bias):

@@ -10,6 +10,8 @@ from keras_gmlp.layers.gelu import _KERAS_GELU
 from keras_gmlp.layers.gelu import gelu
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.layer_normalization import jax_layer_norm
+from keras_gmlp.layers.matmul import jax_dot
+from keras_gmlp.layers.matmul import matmul
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
@@ -155,24 +157,27 @@ def _jax_batched_product():
     import jax
     import jax.numpy as jnp
 
-    def over_tokens(weight, v, contracted_axis):
-        # `weight`'s `contracted_axis` with `v`'s tokens `(batch, m, c)`:
-        # one dot into `(n, batch, c)`, transposed to `(batch, n, c)`.
-        product = jax.lax.dot_general(
-            weight, v, (((contracted_axis,), (1,)), ((), ()))
-        )
-        return jnp.transpose(product, (1, 0, 2))
-
     @jax.custom_vjp
     def product(weight, v):
-        return over_tokens(weight, v, 1)
+        # One dot into `(n, batch, c)`, transposed to `(batch, n, c)`.
+        return jnp.transpose(jax_dot(weight, v, ((1,), (1,))), (1, 0, 2))
 
     def forward(weight, v):
         return product(weight, v), (weight, v)
 
     def backward(residuals, upstream):
         weight, v = residuals
-        v_gradient = over_tokens(weight, upstream, 0)
+        if upstream.dtype == jnp.bfloat16:
+            # `W^T @ upstream[b]` as one dot into `(batch, c, m)`: in
+            # bfloat16 into float32, the dot contracting `W`'s first axis
+            # fails at run time (`jax_dot`).
+            by_channel = jax_dot(upstream, weight, ((1,), (0,)))
+            v_gradient = jnp.swapaxes(by_channel, 1, 2)
+        else:
+            by_token = jax.lax.dot_general(
+                weight, upstream, (((0,), (1,)), ((), ()))
+            )
+            v_gradient = jnp.transpose(by_token, (1, 0, 2))
         return jax_weight_gradient(upstream, v, weight.dtype), v_gradient
 
     product.defvjp(forward, backward)
@@ -552,7 +557,7 @@ class SpatialGatingUnit(keras.layers.Layer):
 
         def project(gated, kernel, bias):
             # `keras_gmlp.layers.Dense`'s call under JAX.
-            return bias_add(ops.matmul(gated, kernel), bias)
+            return bias_add(matmul(gated, kernel), bias)
 
         product_weights, projection_weights = self._recomputed_operands(
             length, dtype, projection
