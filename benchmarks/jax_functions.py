@@ -172,7 +172,21 @@ dot with `preferred_element_type` is a float32-by-bfloat16 dot, as slow
 as before); the unit's token product uses the same dots
 (`matmul.jax_dot`). Variants `biased` (the `all` before it: GELU,
 product and bias add) and `all` (with it); `matmul` op rows: gMLP-Ti's
-fc1 and fc2 products, `keras.ops.matmul` against it. MEASURED_MATMUL
+fc1 and fc2 products, `keras.ops.matmul` against it. Measured there
+(batch 32, 5 rounds, medians and range;
+`jax_functions_xeon_amx_batch32_matmul_jax.json`), x keras:
+
+| measure | float32 | mixed_bfloat16 |
+|---|---|---|
+| matmul fwd, 128x768 / 384x128 | 1.00 / 0.99 | 1.96 / 4.84 |
+| matmul fwd+bwd, 128x768 / 384x128 | 0.87 / 1.01 | 3.06 / 2.56 |
+| product fwd+bwd, 384 / 768 (into float32) | 1.47 / 1.42 | 3.24 / 5.02 |
+| gMLP-Ti train, all vs biased | 0.99 (0.99-1.04) | 1.39 (1.38-1.41) |
+| gMLP-Ti infer, all vs biased | 1.02 (1.00-1.05) | 1.69 (1.58-1.78) |
+| gMLP-Ti train, all | 1.12 (1.10-1.29) | 2.40 (2.29-2.52) |
+| gMLP-Ti infer, all | 1.44 (1.36-1.48) | 2.68 (2.56-2.81) |
+
+(float32 takes `keras.ops.matmul` itself: its rows are noise.)
 One form of that dot fails at run time instead of being converted (a
 square `a` contracting its first axis with the middle axis of a 3-D
 `b`: "Unsupported element type for DotThunk::Execute: BF16 x BF16 =
@@ -254,12 +268,12 @@ def variant(name, training):
     and the matmuls (the Dense layers' and the unit's) to `name`'s."""
     from keras_gmlp.layers import dense
     from keras_gmlp.layers import gelu as gelu_module
-    from keras_gmlp.layers import gmlp_block
     from keras_gmlp.layers import spatial_gating_unit as unit
 
     pieces = VARIANT_PIECES[name]
     patched = [
-        (gmlp_block, "gelu", keras_gelu, "gelu"),
+        (gelu_module, "gelu", keras_gelu, "gelu"),
+        (unit, "gelu", keras_gelu, "gelu"),
         (
             unit,
             "token_product",
@@ -325,9 +339,10 @@ def op_functions(batch_size, precision):
         adds = {"keras": plain_bias_add, "candidate": bias_add.bias_add}
         for form, function in adds.items():
             cases[f"bias_add {channels} {form}"] = (function, (x, bias))
-    # gMLP-Ti's fc1 and fc2: (batch, 196, 128) x (128, 768) and back.
-    for rows, columns in ((128, 768), (384, 128)):
-        x = array(batch_size, 196, rows)
+    # gMLP-Ti's fc1 and fc2, (batch, 196, 128) x (128, 768) and back, and
+    # a 2048^3 product.
+    for rows, columns in ((128, 768), (384, 128), (2048, 2048)):
+        x = array(*((2048,) if rows == 2048 else (batch_size, 196)), rows)
         kernel = array(rows, columns, scale=rows**-0.5)
         products = {"keras": keras_matmul, "candidate": matmul.matmul}
         for form, function in products.items():
@@ -440,7 +455,7 @@ def main():
         run,
         rows,
         columns,
-        f"jax_functions_{run['backend']}",
+        f"jax_functions{args.suffix}_{run['backend']}",
         rounds=args.rounds,
         batch_size=args.batch_size,
     )

@@ -208,7 +208,7 @@ def main():
         run,
         rows,
         columns,
-        f"xla_functions_{run['backend']}",
+        f"xla_functions{args.suffix}_{run['backend']}",
         rounds=args.rounds,
         batch_size=args.batch_size,
     )

@@ -173,3 +173,45 @@ def test_every_dot_of_a_mixed_bfloat16_block_accumulates_in_float32(
     # And XLA:CPU runs them (some forms of such a dot fail at run time).
     jax.block_until_ready(jax.grad(loss)(trainable))
     jax.block_until_ready(jax.jit(jax.grad(loss))(trainable))
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="XLA:CPU's bfloat16 dots")
+@pytest.mark.parametrize("transposed", [False, True])
+def test_jax_bfloat16_gradients_run_compiled(transposed, rng):
+    # Sizes YNNPACK takes, in the forms of the package's products: a
+    # kernel, or an embedding read transposed (`TiedEmbedding`'s logits).
+    import jax
+    import jax.numpy as jnp
+
+    x = rng.normal(size=(2, 16, 32)).astype("float32")
+    weight = rng.normal(size=(100, 32) if transposed else (32, 100))
+    cotangent = rng.normal(size=(2, 16, 100)).astype("float32")
+
+    def loss(x, weight):
+        kernel = weight.T if transposed else weight
+        outputs = matmul(x, kernel).astype("float32")
+        return (outputs * cotangent).sum()
+
+    x16 = jnp.asarray(x, "bfloat16")
+    weight16 = jnp.asarray(weight, "bfloat16")
+    x_gradient, weight_gradient = jax.jit(jax.grad(loss, argnums=(0, 1)))(
+        x16, weight16
+    )
+    x_rounded = rounded(x, "bfloat16")
+    kernel = rounded(weight, "bfloat16")
+    kernel = kernel.T if transposed else kernel
+    upstream = rounded(cotangent, "bfloat16")
+    assert_rounded_once(
+        as_float64(x_gradient),
+        upstream @ kernel.T,
+        np.abs(upstream) @ np.abs(kernel).T,
+        "bfloat16",
+    )
+    rows, upstream_rows = x_rounded.reshape(-1, 32), upstream.reshape(-1, 100)
+    expected = rows.T @ upstream_rows
+    magnitude = np.abs(rows).T @ np.abs(upstream_rows)
+    if transposed:
+        expected, magnitude = expected.T, magnitude.T
+    assert_rounded_once(
+        as_float64(weight_gradient), expected, magnitude, "bfloat16"
+    )
