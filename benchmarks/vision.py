@@ -98,7 +98,13 @@ gradient below (`_jax_closed_form_ln` results: after). Training MFU
 (float32): tensorflow 0.50 / 0.59 (Ti / S), torch 0.43 / 0.60, jax 0.40 /
 0.45, timm 0.44 / 0.61. JAX's bfloat16 matmul runs at 160 GFLOP/s against
 its float32 200 (torch and TensorFlow: 410 against 190-220), so its
-bfloat16 rows stay behind.
+bfloat16 rows stay behind. (That was a dot with a bfloat16 result, which
+XLA:CPU converts to float32; with a float32 result it runs on the CPU's
+bfloat16 units: `keras_gmlp.layers.matmul`. On a 2-core Xeon with AMX,
+gMLP-Ti at batch 32, `--reuse-freed-memory`, JAX bf16 train / inference
+went from 0.52 / 0.51 to 0.77 / 1.00x timm, gMLP-S 0.71 / 0.89
+(`_xeon_amx_bf16_{before,float32_dots}.json`); not measured on this
+EPYC, whose bfloat16 units are AVX512-BF16's.)
 
 Where the time goes on JAX, found this way: a pure-JAX gMLP-Ti stack (30
 blocks, batch 8, no Keras) trains at the same 0.47x timm as keras_gmlp, so

@@ -15,16 +15,20 @@ def matmul(x, y):
     are dots of bfloat16 operands into a float32 result, rounded once to
     bfloat16 (a `jax.custom_vjp`). XLA:CPU hands such a dot to YNNPACK,
     which runs it on the CPU's bfloat16 units (AMX, AVX512-BF16); a dot
-    with a bfloat16 result it runs slower than a float32 one. Measured
-    on a 2-core Xeon with AMX (`benchmarks/jax_functions.py`): a 2048^3
-    dot at 1,780 GFLOP/s against 290 (float32: 364), and the forward and
-    backward passes of a `(32, 196, 128) x (128, 768)` product 5.3x as
-    fast as `jnp.matmul`'s. `preferred_element_type` on the forward dot
-    alone does not reach the backward pass: JAX's gradient of it is a dot
-    of a float32 cotangent with a bfloat16 operand, as slow as before. The
-    sums are float32's either way, in another order: the outputs agree
-    to bfloat16's rounding. That case supports reverse-mode gradients only
-    (no `jax.jvp`). Every other case is `keras.ops.matmul`.
+    with a bfloat16 result it converts to float32 around it, slower than
+    a float32 dot. Measured on a 2-core Xeon with AMX
+    (`benchmarks/jax_functions.py`, against `keras.ops.matmul`): a
+    2048^3 product 5.9x as fast (2.2x with both gradients: the kernel
+    gradient's dot, which reads its first operand transposed, XLA:CPU
+    still converts), gMLP-Ti's `(32, 196, 128) x (128, 768)` product
+    1.9x, 3.1x with its gradients, and a `mixed_bfloat16` gMLP-Ti
+    training step at batch 32 1.39x (inference 1.69x).
+    `preferred_element_type` on the forward dot alone does not reach the
+    backward pass: JAX's gradient of it is a dot of a float32 cotangent
+    with a bfloat16 operand, as slow as before. The sums are float32's
+    either way, in another order: the outputs agree to bfloat16's
+    rounding. That case supports reverse-mode gradients only (no
+    `jax.jvp`). Every other case is `keras.ops.matmul`.
 
     Args:
         x: tensor `(..., k)`.
