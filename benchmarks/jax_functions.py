@@ -45,8 +45,10 @@ The baseline is the code before these functions: `keras.activations.gelu`,
 in training the einsum (inference already used the batched product), and
 the plain bias add. Variants (`VARIANT_PIECES`): `keras` (the baseline),
 `gelu` (the GELU only), `product` (the product only), `both` (GELU and
-product), `all` (the package's code: both and the bias add); `all vs
-both` rows take `both` as their baseline, the bias add alone. Each
+product), `biased` (both and the bias add), `all` (the package's code:
+`biased` and the matmul); `biased vs both` rows take `both` as their
+baseline, the bias add alone, and `all vs biased` rows `biased`, the
+matmul alone. Each
 variant's functions are traced with its pieces in place (module
 attributes patched), then timed in interleaved rounds
 (`common.alternate`); `x keras` is the baseline's seconds over the
@@ -60,7 +62,7 @@ classifier's `train_on_batch` and `predict_on_batch`, AdamW, batch 8,
 
 Measured (the same Xeon, idle but for this run, 5 rounds, medians, the
 rounds' range in brackets; `jax_functions_jax.json`, `--variants keras
-both all`), x keras:
+both all`, before the matmul: its `all` is today's `biased`), x keras:
 
 | measure | float32 | mixed_bfloat16 |
 |---|---|---|

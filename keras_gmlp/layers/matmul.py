@@ -50,7 +50,6 @@ def matmul(x, y):
     if (
         keras.config.backend() == "jax"
         and len(y.shape) == 2
-        and len(x.shape) >= 1
         and keras.backend.standardize_dtype(x.dtype) == "bfloat16"
         and keras.backend.standardize_dtype(y.dtype) == "bfloat16"
     ):

@@ -8,6 +8,8 @@ import pytest
 from keras_gmlp.layers.bias_add import bias_add
 from tests.gradients import BACKEND
 from tests.gradients import gradients
+from tests.rounding import as_float64
+from tests.rounding import rounded
 
 
 class BiasAdd(keras.layers.Layer):
@@ -22,18 +24,6 @@ class BiasAdd(keras.layers.Layer):
 
     def call(self, inputs):
         return bias_add(inputs, self.bias, axis=self.axis)
-
-
-def as_float64(values):
-    return keras.ops.convert_to_numpy(keras.ops.cast(values, "float32")).astype(
-        "float64"
-    )
-
-
-def rounded(values, dtype):
-    """numpy values rounded to `dtype`, back in float64."""
-    tensor = keras.ops.convert_to_tensor(values)
-    return as_float64(keras.ops.cast(tensor, dtype))
 
 
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16"]

@@ -9,6 +9,8 @@ from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers.matmul import matmul
 from tests.gradients import BACKEND
 from tests.gradients import gradients
+from tests.rounding import as_float64
+from tests.rounding import rounded
 
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16"]
 BITS = {"float32": 24, "bfloat16": 8, "float16": 11}
@@ -26,19 +28,6 @@ class Product(keras.layers.Layer):
 
     def call(self, inputs):
         return matmul(inputs, self.kernel)
-
-
-def as_float64(values):
-    return keras.ops.convert_to_numpy(keras.ops.cast(values, "float32")).astype(
-        "float64"
-    )
-
-
-def rounded(values, dtype):
-    """numpy values rounded to `dtype`, back in float64."""
-    return as_float64(
-        keras.ops.cast(keras.ops.convert_to_tensor(values), dtype)
-    )
 
 
 def assert_rounded_once(actual, expected, magnitude, dtype):
