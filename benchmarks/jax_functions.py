@@ -164,11 +164,12 @@ bfloat16 dots at float32's rate plus the conversions here.
 What those flags missed: XLA:CPU converts a dot with a bfloat16 *result*
 to float32, but hands one with bfloat16 operands and a float32 result
 (`preferred_element_type=float32`) to YNNPACK as it is, which runs it on
-the CPU's bfloat16 units. On an idle 2-core Xeon with AMX (Sapphire
-Rapids class, `amx_bf16`, `avx512_bf16`), a 2048^3 dot, median of 10:
-float32 364 GFLOP/s, bfloat16 result 290, bfloat16 into float32 1,780
-(1,655 with the rounding to bfloat16; torch's bfloat16 matmul there:
-2,530). `keras_gmlp.layers.matmul.matmul` is that dot, rounded once to
+the CPU's bfloat16 units. On an idle 2-core Xeon with AMX (`amx_bf16`,
+`avx512_bf16`), a 2048^3 bfloat16 product took 62.9 ms with a bfloat16
+result and 10.7 ms into float32 and rounded (273 and 1,606 GFLOP/s;
+float32: 54 ms; `jax_functions_xeon_amx_batch32_matmul_ops_jax.json`;
+timm's torch measured 2,480-2,750 in `vision.py`'s runs there).
+`keras_gmlp.layers.matmul.matmul` is that dot, rounded once to
 bfloat16, for the product and both gradients (JAX's own gradient of a
 dot with `preferred_element_type` is a float32-by-bfloat16 dot, as slow
 as before); the unit's token product uses the same dots
@@ -182,7 +183,8 @@ fc1 and fc2 products, `keras.ops.matmul` against it. Measured there
 |---|---|---|
 | matmul fwd, 128x768 / 384x128 | 1.00 / 0.99 | 1.96 / 4.84 |
 | matmul fwd+bwd, 128x768 / 384x128 | 0.87 / 1.01 | 3.06 / 2.56 |
-| product fwd+bwd, 384 / 768 (into float32) | 1.47 / 1.42 | 3.24 / 5.02 |
+| matmul 2048^3 fwd / fwd+bwd (`_matmul_ops`) | 0.98 / 1.01 | 5.90 / 2.20 |
+| product fwd+bwd, 384 / 768 (dots into float32) | 1.47 / 1.42 | 3.24 / 5.02 |
 | gMLP-Ti train, all vs biased | 0.99 (0.99-1.04) | 1.39 (1.38-1.41) |
 | gMLP-Ti infer, all vs biased | 1.02 (1.00-1.05) | 1.69 (1.58-1.78) |
 | gMLP-Ti train, all | 1.12 (1.10-1.29) | 2.40 (2.29-2.52) |
