@@ -113,13 +113,10 @@ def test_jax_bfloat16_dots_accumulate_in_float32(dtype):
     x = jnp.ones((2, 5, 3), dtype)
     y = jnp.ones((3, 4), dtype)
 
-    def loss(x, y):
-        return matmul(x, y).astype("float32").sum()
+    def loss(arguments):
+        return matmul(*arguments).astype("float32").sum()
 
-    def loss_of_both(arguments):
-        return loss(*arguments)
-
-    dots = dot_types(loss_of_both, (x, y))
+    dots = dot_types(loss, (x, y))
     # The product and both gradients.
     assert len(dots) == 3
     expected_result = "float32" if dtype == "bfloat16" else dtype
