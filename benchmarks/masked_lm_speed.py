@@ -68,6 +68,11 @@ second): 0.85 / 0.84, then 0.78 / 0.95. JAX after the block's first
 projection became two products in training, before its recomputing gate
 (`split_projection.py`), 5 rounds, one run
 (`masked_lm_speed_epyc_avx512_two_products_jax.json`): 0.79 / 0.92.
+All three backends on the idle 2-core Xeon with AMX at 716d1c9, 5 rounds,
+one run each (`masked_lm_speed_xeon_amx_stop35_<backend>.json`), n = 128 /
+512: jax 0.79 / 0.95, tensorflow 0.93 / 0.89, torch 0.92 / 0.81 x BERT.
+Torch is the fastest in tokens/s there (28,700 at n = 128 against
+tensorflow's 21,500 and jax's 18,300).
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
