@@ -12,7 +12,7 @@ a ratio above 1 is slower than the baseline.
 
 Usage:
     python benchmarks/quickstart.py --rounds 3
-Results: benchmarks/results/quickstart.json
+Results: benchmarks/results/quickstart<suffix>.json
 """
 
 import argparse
@@ -65,6 +65,9 @@ def main(argv=None):
     parser.add_argument("--backends", nargs="+", default=list(common.BACKENDS))
     parser.add_argument("--baseline", default="jax")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--suffix", default="", help="results file: quickstart<suffix>.json"
+    )
     parser.add_argument(
         "--flags",
         nargs=argparse.REMAINDER,
@@ -120,7 +123,7 @@ def main(argv=None):
     )
     report = common.header(with_backend=False)
     report.update({"arguments": vars(args), "rows": rows, "runs": runs})
-    common.write_results("quickstart", report)
+    common.write_results(f"quickstart{args.suffix}", report)
 
 
 if __name__ == "__main__":
