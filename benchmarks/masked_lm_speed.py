@@ -73,6 +73,12 @@ one run each (`masked_lm_speed_xeon_amx_stop35_<backend>.json`), n = 128 /
 512: jax 0.79 / 0.95, tensorflow 0.93 / 0.89, torch 0.92 / 0.81 x BERT.
 Torch is the fastest in tokens/s there (28,700 at n = 128 against
 tensorflow's 21,500 and jax's 18,300).
+At n = 2048 (3 rounds, `masked_lm_speed_xeon_amx_stop35_2048_<backend>.json`):
+jax 1.46, tensorflow 0.70, torch 0.54 x BERT. There TensorFlow's and
+torch's BERT train faster per token than at 512 (19,100 and 31,600 tokens/s
+against 20,400 and 28,100), so their attention runs efficiently at that
+length. The gMLP's FFT product does not keep up with it there. JAX's BERT
+slows down from 512 to 2048 (16,200 to 9,200).
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
