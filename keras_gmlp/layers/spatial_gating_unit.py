@@ -137,6 +137,57 @@ def token_product(weight, v, bias, batched=False):
     return bias_add(product, bias, axis=-2)
 
 
+def circular_convolution(x, taps, fft_length, static=True):
+    """The circular convolution of `x`, zero-padded to `fft_length` along
+    its last axis, with `taps` `(fft_length,)`, by real FFT in float32.
+
+    Under TensorFlow and torch, the spectra are the backend's complex
+    tensors, multiplied as such. Keras' `ops.rfft` splits them into real
+    and imaginary parts, which costs copies, a product in four real
+    multiplications, and a recombination before `ops.irfft`. Whole
+    masked-LM training steps with `gmlp_tiny` at n = 2048 and 4096 ran
+    1.18-1.19x faster under torch and 1.05-1.06x under TensorFlow
+    (`benchmarks/fft_product.py`). Under JAX, where XLA fuses the parts,
+    they are multiplied as one complex product. XLA turned the taps'
+    gradient of the real form into slow reductions over the channels:
+    2.4x slower backward at n = 8192.
+
+    Args:
+        x: float32 tensor `(..., length)`, `length <= fft_length`.
+        taps: float32 tensor `(fft_length,)`.
+        fft_length: int.
+        static: bool. Whether `length` is a Python int. JAX cannot pad a
+            symbolic length in its FFT, so then `x` is padded first.
+
+    Returns:
+        float32 tensor `(..., fft_length)`.
+    """
+    backend = keras.config.backend()
+    if backend == "torch":
+        import torch
+
+        spectrum = torch.fft.rfft(x, n=fft_length) * torch.fft.rfft(taps)
+        return torch.fft.irfft(spectrum, n=fft_length)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        spectrum = tf.signal.rfft(x, [fft_length]) * tf.signal.rfft(taps)
+        return tf.signal.irfft(spectrum, [fft_length])
+    if static:
+        x_real, x_imag = ops.rfft(x, fft_length=fft_length)
+    else:
+        zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
+        x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
+        x_real, x_imag = ops.rfft(x)
+    taps_real, taps_imag = ops.rfft(taps)
+    product = ops.view_as_complex(
+        ops.stack([x_real, x_imag], axis=-1)
+    ) * ops.view_as_complex(ops.stack([taps_real, taps_imag], axis=-1))
+    return ops.irfft(
+        (ops.real(product), ops.imag(product)), fft_length=fft_length
+    )
+
+
 @functools.cache
 def _jax_batched_product():
     """`W @ v[b]` for every `b` of `v` `(batch, m, c)`, as a JAX function
@@ -851,28 +902,11 @@ class SpatialGatingUnit(keras.layers.Layer):
             parts.append(ops.zeros((zeros,), "float32"))
         if backward_taps:
             parts.append(kernel[n - taps : n - 1])
-        taps_real, taps_imag = ops.rfft(ops.concatenate(parts, axis=0))
         dtype = v.dtype
         x = ops.swapaxes(ops.cast(v, "float32"), -1, -2)
-        if static or keras.config.backend() != "jax":
-            x_real, x_imag = ops.rfft(x, fft_length=fft_length)
-        else:
-            # jnp.fft cannot pad a symbolic length: pad by hand.
-            zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
-            x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
-            x_real, x_imag = ops.rfft(x)
-        if keras.config.backend() == "jax":
-            # A complex product: XLA turns the taps' gradient of the real
-            # and imaginary parts into slow reductions over the channels
-            # (2.4x slower backward at n = 8192, measured).
-            product = ops.view_as_complex(
-                ops.stack([x_real, x_imag], axis=-1)
-            ) * ops.view_as_complex(ops.stack([taps_real, taps_imag], axis=-1))
-            y_real, y_imag = ops.real(product), ops.imag(product)
-        else:
-            y_real = x_real * taps_real - x_imag * taps_imag
-            y_imag = x_real * taps_imag + x_imag * taps_real
-        y = ops.irfft((y_real, y_imag), fft_length=fft_length)
+        y = circular_convolution(
+            x, ops.concatenate(parts, axis=0), fft_length, static
+        )
         y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
         bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
         return ops.cast(y + bias[:, None], dtype)

@@ -7,6 +7,7 @@ import pytest
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
+from keras_gmlp.layers.spatial_gating_unit import circular_convolution
 from tests.gradients import gradients as layer_gradients
 
 BACKEND = keras.config.backend()
@@ -275,3 +276,25 @@ def test_unknown_length_in_a_graph_gives_the_same_values(causal, rng):
             # A gather's gradient comes as IndexedSlices.
             actual = tf.convert_to_tensor(actual).numpy()
             assert_close(actual, expected, 1e-5)
+
+
+@pytest.mark.parametrize("length", [8, 5, 1])
+def test_circular_convolution_equals_numpy(length, rng):
+    """`y[..., k] = sum_j x[..., j] taps[(k - j) mod L]`, `x` zero-padded
+    to `L`, batch axes kept."""
+    fft_length = 8
+    x = rng.normal(size=(2, 3, length)).astype("float32")
+    taps = rng.normal(size=(fft_length,)).astype("float32")
+    padded = np.zeros((2, 3, fft_length))
+    padded[..., :length] = x
+    expected = np.zeros((2, 3, fft_length))
+    for k in range(fft_length):
+        for j in range(fft_length):
+            expected[..., k] += padded[..., j] * taps[(k - j) % fft_length]
+    actual = circular_convolution(
+        keras.ops.convert_to_tensor(x),
+        keras.ops.convert_to_tensor(taps),
+        fft_length,
+    )
+    assert tuple(actual.shape) == (2, 3, fft_length)
+    assert_close(keras.ops.convert_to_numpy(actual), expected, 1e-6)

@@ -1,0 +1,172 @@
+"""A/B: the Toeplitz unit's FFT product with the backend's complex
+spectra, against Keras' real and imaginary parts.
+
+Issue 12. A torch profile of `gmlp_tiny` masked-LM training at n = 2048
+(`benchmarks/masked_lm_speed.py`, 2 sequences, the idle 2-core Xeon with
+AMX) spent about 46 % of a 238 ms step in the spatial unit's FFT product.
+Counted per step, it made:
+
+- 240 `mul` calls: the complex product written as four real products,
+  forward and backward, on strided real and imaginary views;
+- 235 `copy_` calls and 65 `fill_` calls;
+- the recombination of the parts before each inverse FFT.
+
+The FFTs themselves took about 26 ms of it. The reason is `keras.ops.rfft`,
+which returns the spectrum as separate real and imaginary tensors.
+
+- `split` (the baseline, the previous form): `ops.rfft` of the tokens and
+  the taps, the complex product in real parts, and `ops.irfft` of the
+  parts.
+- `complex` (the candidate, `spatial_gating_unit.circular_convolution`):
+  `torch.fft` and `tf.signal` on complex tensors, one complex product.
+
+Under JAX both are the same complex product (XLA fuses the parts), so
+the script runs under TensorFlow and torch only.
+
+The outputs are the same: the complex product does the same four real
+products. Each variant's model is built and traced under its own form.
+The forms are then alternated, one `train_on_batch` per call, the
+recipe's loss and metrics, 4,096 tokens a batch.
+
+Measured on the idle 2-core Xeon with AMX, 7 rounds, at d7f9d4e with this
+change (`fft_product_xeon_amx_<backend>.json`). Medians of the per-round
+ratios, x split, the range in brackets:
+
+| backend | n = 2048 | n = 4096 |
+|---|---|---|
+| torch | 1.19 (1.18-1.24) | 1.18 (1.14-1.21) |
+| tensorflow | 1.05 (1.03-1.10) | 1.06 (1.00-1.10) |
+
+Scratch A/Bs before the change, in one process, agree: torch 1.22x and
+1.24x, TensorFlow 1.075x at n = 2048. Placing the FFT on the token axis
+itself (`torch.fft.rfft(..., dim=-2)`, no transposes) was slower under
+torch: 0.84x.
+
+The crossover. torch takes the FFT from `FFT_CROSSOVER["torch"]` = 2048
+tokens. With the complex form, the FFT product was faster than the
+materialised one earlier, but only for narrow units:
+
+- `gmlp_tiny`'s 256 gated channels, whole masked-LM steps alternated in
+  one process (7 rounds, scratch): 1.22x at n = 1024 and 2.28x at 2048,
+  but 0.92x at 512.
+- A 1,536-channel unit alone (gMLP-base's width; `spatial_gating.py
+  --channels 3072`, 5 rounds,
+  `spatial_gating_xeon_amx_complex_fft_wide_torch.json`): the forward is
+  faster from 1024 (1.09x), but forward and backward only from 2048
+  (0.91x at 1024, 1.31x at 2048).
+
+The crossover takes the wide figures, so it stays at 2048.
+
+Usage:
+    KERAS_BACKEND=torch python benchmarks/fft_product.py --lengths 1024 2048
+Results: benchmarks/results/fft_product<suffix>_<backend>.json
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+from benchmarks import masked_lm_speed  # noqa: E402
+
+BASELINE = "split"
+CANDIDATE = "complex"
+
+
+def split_circular_convolution(x, taps, fft_length, static=True):
+    """The previous form under TensorFlow and torch: Keras' real and
+    imaginary parts, the complex product in real products. Both backends
+    pad a symbolic length themselves, so `static` is unused."""
+    from keras import ops
+
+    del static
+    x_real, x_imag = ops.rfft(x, fft_length=fft_length)
+    taps_real, taps_imag = ops.rfft(taps)
+    y_real = x_real * taps_real - x_imag * taps_imag
+    y_imag = x_real * taps_imag + x_imag * taps_real
+    return ops.irfft((y_real, y_imag), fft_length=fft_length)
+
+
+def variant(name):
+    """A context in which the units take the `name` form."""
+    import contextlib
+
+    from keras_gmlp.layers import spatial_gating_unit
+
+    if name == CANDIDATE:
+        return contextlib.nullcontext()
+    return common.patched(
+        spatial_gating_unit,
+        "circular_convolution",
+        split_circular_convolution,
+    )
+
+
+def step_function(name, length, args):
+    """A warm training step of the `name` form's masked LM."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    with variant(name):
+        model, _ = masked_lm_speed.build(
+            "gmlp", args.preset, length, args.vocabulary_size
+        )
+        batch_size = max(1, args.batch_tokens // length)
+        x, y = masked_lm_speed.batch(
+            model, length, batch_size, args.vocabulary_size
+        )
+        model.train_on_batch(x, y)
+
+    def step():
+        with variant(name):  # eager torch runs the form at every call
+            return model.train_on_batch(x, y)
+
+    return step
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
+    parser.add_argument("--preset", default="gmlp_tiny")
+    parser.add_argument("--vocabulary-size", type=int, default=8192)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--suffix", default="", help="results file suffix")
+    args = parser.parse_args()
+    import keras
+
+    if keras.config.backend() == "jax":
+        raise SystemExit(
+            "Received KERAS_BACKEND='jax'; expected 'tensorflow' or 'torch': "
+            "under JAX both forms are the same complex product."
+        )
+    run = common.header()
+    rows = []
+    for length in args.lengths:
+        functions = {
+            name: step_function(name, length, args)
+            for name in (BASELINE, CANDIDATE)
+        }
+        times = common.alternate(functions, args.rounds, target_s=1.0)
+        row = common.ab_row(
+            times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE
+        )
+        rows.append(dict(tokens=length, **row))
+        print(rows[-1], flush=True)
+    columns = ["tokens", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
+    columns += [f"x_{BASELINE}", "rounds_min", "rounds_max"]
+    common.finish_report(
+        run,
+        rows,
+        columns,
+        f"fft_product{args.suffix}_{run['backend']}",
+        arguments=vars(args),
+    )
+
+
+if __name__ == "__main__":
+    main()
