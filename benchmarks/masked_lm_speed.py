@@ -79,6 +79,10 @@ torch's BERT train faster per token than at 512 (19,100 and 31,600 tokens/s
 against 20,400 and 28,100), so their attention runs efficiently at that
 length. The gMLP's FFT product does not keep up with it there. JAX's BERT
 slows down from 512 to 2048 (16,200 to 9,200).
+With the Toeplitz FFT product on complex spectra under TensorFlow and
+torch (`fft_product.py`; e965d95, 3 rounds,
+`masked_lm_speed_xeon_amx_stop35_2048_complex_fft_<backend>.json`):
+tensorflow 0.73, torch 0.65 x BERT at n = 2048.
 
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
