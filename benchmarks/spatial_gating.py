@@ -46,8 +46,12 @@ jit-compiled per backend, n = 4096 and 8192, 128 gated channels, batch 1;
   slow loop: 300-400 ms vs 70 ms for a plain transpose at 1536 channels),
   and XLA turned the taps' gradient of a product written in real and
   imaginary parts into slow reductions over the channels: a complex
-  product made the backward 2.4x faster, so the layer uses it under JAX
-  (under TensorFlow and torch the real form was faster and is kept).
+  product made the backward 2.4x faster, so the layer uses it under JAX.
+  Under TensorFlow and torch the real form of Keras' `ops.rfft` parts
+  measured faster then, on a shared machine. Later, on an idle Xeon, the
+  backends' own complex spectra (`circular_convolution`) made whole
+  masked-LM steps 1.19x (torch) and 1.05x (TensorFlow) faster at
+  n = 2048 (`benchmarks/fft_product.py`), and the layer uses those.
 - torch on a machine shared by other jobs: its two OpenMP threads wait on
   each other, and the many small elementwise ops of the FFT path (and
   Keras' per-call overhead) suffer most: a 1M-element multiply took 22 ms
