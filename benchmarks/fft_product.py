@@ -58,7 +58,7 @@ materialised one earlier, but only for narrow units:
 The crossover takes the wide figures, so it stays at 2048.
 
 Usage:
-    KERAS_BACKEND=torch python benchmarks/fft_product.py --lengths 1024 2048
+    KERAS_BACKEND=torch python benchmarks/fft_product.py --suffix _mine
 Results: benchmarks/results/fft_product<suffix>_<backend>.json
 """
 
