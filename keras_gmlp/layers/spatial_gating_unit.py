@@ -141,16 +141,16 @@ def circular_convolution(x, taps, fft_length, static=True):
     """The circular convolution of `x`, zero-padded to `fft_length` along
     its last axis, with `taps` `(fft_length,)`, by real FFT in float32.
 
-    Under TensorFlow and torch, the spectra are the backend's complex
-    tensors, multiplied as such. Keras' `ops.rfft` splits them into real
-    and imaginary parts, which costs copies, a product in four real
-    multiplications, and a recombination before `ops.irfft`. Whole
+    The spectra are the backend's complex tensors, multiplied as such.
+    Keras' `ops.rfft` splits them into real and imaginary parts, which
+    costs copies, a product in four real multiplications (or, under JAX,
+    a reassembly), and a recombination before `ops.irfft`. Whole
     masked-LM training steps with `gmlp_tiny` at n = 2048 and 4096 ran
-    1.18-1.19x faster under torch and 1.05-1.06x under TensorFlow
-    (`benchmarks/fft_product.py`). Under JAX, where XLA fuses the parts,
-    they are multiplied as one complex product. XLA turned the taps'
-    gradient of the real form into slow reductions over the channels:
-    2.4x slower backward at n = 8192.
+    1.18-1.19x faster under torch, 1.05-1.06x under TensorFlow and
+    1.02-1.03x under JAX (`benchmarks/fft_product.py`). Under JAX the
+    product stays complex: XLA turned the taps' gradient of the real form
+    into slow reductions over the channels (2.4x slower backward at
+    n = 8192).
 
     Args:
         x: float32 tensor `(..., length)`, `length <= fft_length`.
@@ -173,19 +173,15 @@ def circular_convolution(x, taps, fft_length, static=True):
 
         spectrum = tf.signal.rfft(x, [fft_length]) * tf.signal.rfft(taps)
         return tf.signal.irfft(spectrum, [fft_length])
-    if static:
-        x_real, x_imag = ops.rfft(x, fft_length=fft_length)
-    else:
-        zeros = ops.zeros(ops.shape(x)[:-1] + (fft_length,), "float32")
-        x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
-        x_real, x_imag = ops.rfft(x)
-    taps_real, taps_imag = ops.rfft(taps)
-    product = ops.view_as_complex(
-        ops.stack([x_real, x_imag], axis=-1)
-    ) * ops.view_as_complex(ops.stack([taps_real, taps_imag], axis=-1))
-    return ops.irfft(
-        (ops.real(product), ops.imag(product)), fft_length=fft_length
-    )
+    import jax.numpy as jnp
+
+    length = fft_length
+    if not static:
+        zeros = jnp.zeros(x.shape[:-1] + (fft_length,), "float32")
+        x = jnp.concatenate([x, zeros], axis=-1)[..., :fft_length]
+        length = None
+    spectrum = jnp.fft.rfft(x, n=length) * jnp.fft.rfft(taps)
+    return jnp.fft.irfft(spectrum, n=fft_length)
 
 
 @functools.cache
