@@ -12,6 +12,7 @@ from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.layer_normalization import jax_layer_norm
 from keras_gmlp.layers.matmul import jax_dot
 from keras_gmlp.layers.matmul import matmul
+from keras_gmlp.layers.toeplitz_product import toeplitz_product
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
@@ -21,9 +22,12 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 # by FFT instead of the materialised product, per backend: where the FFT
 # was at least as fast, forward and forward + backward, for a unit of 1536
 # gated channels (gMLP-base text width) in `benchmarks/spatial_gating.py`
-# (`benchmarks/results/spatial_gating_*.json`; torch on one thread). For
-# 128 gated channels it was faster from 512 tokens on every backend.
-FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 2048}
+# (`benchmarks/results/spatial_gating_*.json`). For 128 gated channels it
+# was faster from 512 tokens on every backend. torch's, measured on two
+# threads with its own backward pass (`torch_toeplitz_product`): 1.07x
+# forward and 1.17x with backward at 1024 tokens, 0.74x and 0.82x at 512
+# (`spatial_gating_xeon_amx_torch_function_wide_torch.json`).
+FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
 
 
 def fast_fft_length(minimum):
@@ -66,6 +70,11 @@ def cache_index(index):
     if keras.config.backend() == "torch" and not _torch_compiling():
         return int(index)
     return ops.convert_to_tensor(index, "int32")
+
+
+def _eager_torch():
+    """Whether the backend is torch, running eagerly (not compiling)."""
+    return keras.config.backend() == "torch" and not _torch_compiling()
 
 
 def _torch_compiling():
@@ -150,7 +159,10 @@ def circular_convolution(x, taps, fft_length, static=True):
     1.02-1.03x under JAX (`benchmarks/fft_product.py`). Under JAX the
     product stays complex: XLA turned the taps' gradient of the real form
     into slow reductions over the channels (2.4x slower backward at
-    n = 8192).
+    n = 8192). The unit takes it under JAX and while torch compiles;
+    under TensorFlow and eager torch it takes
+    `keras_gmlp.layers.toeplitz_product`, the same FFTs with a backward
+    pass by hand.
 
     Args:
         x: float32 tensor `(..., length)`, `length <= fft_length`.
@@ -880,7 +892,10 @@ class SpatialGatingUnit(keras.layers.Layer):
         of `v` with the taps `h[d] = w[d + n - 1]`, `|d| < length`. With `v`
         zero-padded to `L >= 2 * length - 1` tokens, the circular
         convolution of length `L` has no wrap-around on the outputs kept,
-        the taps of negative offset sitting at the end of `h`.
+        the taps of negative offset sitting at the end of `h`. Under
+        TensorFlow and eager torch (a static length) the product and its
+        backward pass are `keras_gmlp.layers.toeplitz_product`'s; else
+        `circular_convolution` differentiated by the backend.
 
         Args:
             v: tensor `(..., length, channels)`.
@@ -898,13 +913,16 @@ class SpatialGatingUnit(keras.layers.Layer):
             parts.append(ops.zeros((zeros,), "float32"))
         if backward_taps:
             parts.append(kernel[n - taps : n - 1])
+        filter_taps = ops.concatenate(parts, axis=0)
+        bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
+        backend = keras.config.backend()
+        if backend == "tensorflow" or (static and _eager_torch()):
+            # The backward pass by hand (`keras_gmlp.layers.toeplitz_product`).
+            return toeplitz_product(v, filter_taps, bias, fft_length)
         dtype = v.dtype
         x = ops.swapaxes(ops.cast(v, "float32"), -1, -2)
-        y = circular_convolution(
-            x, ops.concatenate(parts, axis=0), fft_length, static
-        )
+        y = circular_convolution(x, filter_taps, fft_length, static)
         y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
-        bias = leading(ops.cast(self.bias, "float32"), length, axis=0)
         return ops.cast(y + bias[:, None], dtype)
 
     def compute_output_shape(self, input_shape):
