@@ -59,6 +59,8 @@ import keras
 import numpy as np
 
 from keras_gmlp.generation import model_sequence_length
+from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
+from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
 from keras_gmlp.layers.xla_functions import portable_ops
 
 
@@ -532,7 +534,11 @@ def _export_litert_from_jax(serving, path):
 
 
 def _write(serving, path, format):
-    with portable_ops():
+    fft_free = format in FFT_FREE_FORMATS
+    fft_context = (
+        materialised_toeplitz() if fft_free else contextlib.nullcontext()
+    )
+    with portable_ops(), fft_context:
         _write_format(serving, path, format)
 
 

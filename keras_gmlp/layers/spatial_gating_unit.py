@@ -1,5 +1,7 @@
+import contextlib
 import functools
 import numbers
+import threading
 
 import keras
 from keras import ops
@@ -28,6 +30,43 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 # forward and 1.17x with backward at 1024 tokens, 0.74x and 0.82x at 512
 # (`spatial_gating_xeon_amx_torch_function_wide_torch.json`).
 FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
+
+
+_tracing = threading.local()
+
+# Export formats whose converters take no FFT: tf2onnx has no IRFFT, and
+# LiteRT runs TensorFlow's RFFT and IRFFT only with its Flex delegate.
+FFT_FREE_FORMATS = ("onnx", "litert")
+
+
+@contextlib.contextmanager
+def materialised_toeplitz():
+    """Traces the Toeplitz units with the materialised `n x n` product,
+    never the FFT (`FFT_FREE_FORMATS`).
+
+    `keras_gmlp.export` and the models' `export()` trace those formats
+    under it. The outputs are the same to float32 rounding; the product
+    then costs `O(n^2)` time and memory per call.
+
+    Example:
+
+    >>> from keras_gmlp.layers import SpatialGatingUnit
+    >>> from keras_gmlp.layers.spatial_gating_unit import (
+    ...     materialised_toeplitz,
+    ... )
+    >>> unit = SpatialGatingUnit(1024, spatial="toeplitz")
+    >>> unit.uses_fft(1024)
+    True
+    >>> with materialised_toeplitz():
+    ...     unit.uses_fft(1024)
+    False
+    """
+    previous = getattr(_tracing, "materialised", False)
+    _tracing.materialised = True
+    try:
+        yield
+    finally:
+        _tracing.materialised = previous
 
 
 def fast_fft_length(minimum):
@@ -482,6 +521,8 @@ class SpatialGatingUnit(keras.layers.Layer):
             length: int or `None` (a length known only when run).
         """
         if self.spatial != "toeplitz" or self.toeplitz_method == "matmul":
+            return False
+        if getattr(_tracing, "materialised", False):
             return False
         if self.toeplitz_method == "fft":
             return True
