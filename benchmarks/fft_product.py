@@ -68,7 +68,6 @@ Usage:
 Results: benchmarks/results/fft_product<suffix>_<backend>.json
 """
 
-import argparse
 import os
 import sys
 
@@ -124,60 +123,15 @@ def variant(name):
     )
 
 
-def step_function(name, length, args):
-    """A warm training step of the `name` form's masked LM."""
-    import keras
-
-    keras.utils.set_random_seed(0)
-    with variant(name):
-        model, _ = masked_lm_speed.build(
-            "gmlp", args.preset, length, args.vocabulary_size
-        )
-        batch_size = max(1, args.batch_tokens // length)
-        x, y = masked_lm_speed.batch(
-            model, length, batch_size, args.vocabulary_size
-        )
-        model.train_on_batch(x, y)
-
-    def step():
-        with variant(name):  # eager torch runs the form at every call
-            return model.train_on_batch(x, y)
-
-    return step
-
-
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--lengths", type=int, nargs="+", default=[2048, 4096])
-    parser.add_argument("--preset", default="gmlp_tiny")
-    parser.add_argument("--vocabulary-size", type=int, default=8192)
-    parser.add_argument("--batch-tokens", type=int, default=4096)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--suffix", default="", help="results file suffix")
+    parser = masked_lm_speed.variant_parser(__doc__, [2048, 4096])
     args = parser.parse_args()
-    run = common.header()
-    rows = []
-    for length in args.lengths:
-        functions = {
-            name: step_function(name, length, args)
-            for name in (BASELINE, CANDIDATE)
-        }
-        times = common.alternate(functions, args.rounds, target_s=1.0)
-        row = common.ab_row(
-            times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE
-        )
-        rows.append(dict(tokens=length, **row))
-        print(rows[-1], flush=True)
-    columns = ["tokens", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
-    columns += [f"x_{BASELINE}", "rounds_min", "rounds_max"]
-    common.finish_report(
-        run,
-        rows,
-        columns,
-        f"fft_product{args.suffix}_{run['backend']}",
-        arguments=vars(args),
+    masked_lm_speed.variant_ab(
+        variant,
+        BASELINE,
+        CANDIDATE,
+        args,
+        f"fft_product{args.suffix}_{{backend}}",
     )
 
 

@@ -232,6 +232,64 @@ def batch(model, length, batch_size, vocabulary_size, seed=0):
     return inputs, labels.astype("int32")
 
 
+def variant_parser(doc, lengths):
+    """The flags of an A/B of two forms of the gMLP masked LM's step
+    (`variant_ab`)."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--lengths", type=int, nargs="+", default=lengths)
+    parser.add_argument("--preset", default="gmlp_tiny")
+    parser.add_argument("--vocabulary-size", type=int, default=8192)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--suffix", default="", help="results file suffix")
+    return parser
+
+
+def variant_step(variant, name, length, args):
+    """A warm training step of the gMLP masked LM built, traced and run
+    inside `variant(name)` (eager torch runs the form at every call)."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    with variant(name):
+        model, _ = build("gmlp", args.preset, length, args.vocabulary_size)
+        batch_size = max(1, args.batch_tokens // length)
+        x, y = batch(model, length, batch_size, args.vocabulary_size)
+        model.train_on_batch(x, y)
+
+    def step():
+        with variant(name):
+            return model.train_on_batch(x, y)
+
+    return step
+
+
+def variant_ab(variant, baseline, candidate, args, name):
+    """Alternates the `baseline` and `candidate` forms' steps at each of
+    `args.lengths`, prints the ratios and writes them to
+    `benchmarks/results/<name>.json`."""
+    run = common.header()
+    rows = []
+    for length in args.lengths:
+        functions = {
+            form: variant_step(variant, form, length, args)
+            for form in (baseline, candidate)
+        }
+        times = common.alternate(functions, args.rounds, target_s=1.0)
+        row = common.ab_row(
+            times[baseline], times[candidate], baseline, candidate
+        )
+        rows.append(dict(tokens=length, **row))
+        print(rows[-1], flush=True)
+    columns = ["tokens", f"{baseline}_ms", f"{candidate}_ms"]
+    columns += [f"x_{baseline}", "rounds_min", "rounds_max"]
+    common.finish_report(
+        run, rows, columns, name.format(**run), arguments=vars(args)
+    )
+
+
 def measure_length(length, args):
     """The rows of one length, the BERT matched to the gMLP at it."""
     batch_size = max(1, args.batch_tokens // length)
