@@ -46,6 +46,12 @@ the range in brackets (`toeplitz_product_xeon_amx_<backend>.json`):
 | torch | 1.19 (1.04-1.27) | 1.26 (1.26-1.30) |
 | tensorflow | 1.16 (1.13-1.23) | 1.16 (1.09-1.21) |
 
+At n = 1024, torch's new crossover, 5 rounds
+(`toeplitz_product_xeon_amx_1024_torch.json`): 1.17x (1.13-1.20); and
+there the whole `gmlp_tiny` masked-LM step with the FFT product was
+1.35x (1.31-1.37) as fast as with the materialised one that torch took
+before (scratch, 5 rounds).
+
 A first torch run (5 rounds, the same code but for the module's name):
 1.17x (1.08-1.28) and 1.23x (1.21-1.31); TensorFlow in a scratch A/B,
 1.16x (1.12-1.18) at n = 2048. Of torch's gain, the blocked transposing
