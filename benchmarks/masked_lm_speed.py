@@ -161,46 +161,28 @@ MODELS = {
 }
 
 
-def recipe_config(preset, length, flags, transformer_layers=None):
+def recipe_config(preset, length, flags):
+    """The pretraining recipe's config of one model at one length."""
     from keras_gmlp.workflows import pretraining
 
     argv = ["--text-files", "unused", "--preset", preset]
     argv += ["--sequence-length", str(length), *flags]
-    if transformer_layers:
-        argv += ["--transformer-layers", str(transformer_layers)]
     return pretraining.config_from_argv(argv)
 
 
-def build(name, preset, length, vocabulary_size, matched=None):
-    """`(training_model, description)` of one model at one length.
-
-    `matched`: for the BERT, a given `{transformer_layers, hidden_dim,
-    ffn_dim}` instead of the recipe's match to the gMLP at `length`."""
+def build(name, preset, length, vocabulary_size):
+    """`(training_model, description)` of one model at one length (the
+    BERT matched by the recipe to the gMLP at `length`)."""
     import keras
 
-    from keras_gmlp.models import baselines
     from keras_gmlp.training.text_metrics import language_model_loss
     from keras_gmlp.training.text_metrics import language_model_metrics
     from keras_gmlp.workflows import pretraining
 
-    if name == BASELINE and matched:
-        training_model, _ = baselines.masked_lm_baseline(
-            "bert",
-            vocabulary_size=vocabulary_size,
-            sequence_length=length,
-            num_layers=matched["transformer_layers"],
-            hidden_dim=matched["hidden_dim"],
-            ffn_dim=matched["ffn_dim"],
-        )
-        description = dict(matched)
-        description["trainable_parameters"] = baselines.trainable_parameters(
-            training_model
-        )
-    else:
-        config = recipe_config(preset, length, MODELS[name])
-        training_model, _, description = pretraining.build_models(
-            config, vocabulary_size
-        )
+    config = recipe_config(preset, length, MODELS[name])
+    training_model, _, description = pretraining.build_models(
+        config, vocabulary_size
+    )
     # Every model the same loss and weighted metrics, the recipe's: the
     # gMLP task's own `compile` would add keras-hub's accuracy by default.
     training_model.compile(

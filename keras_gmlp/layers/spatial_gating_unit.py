@@ -26,7 +26,7 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 # gated channels (gMLP-base text width) in `benchmarks/spatial_gating.py`
 # (`benchmarks/results/spatial_gating_*.json`). For 128 gated channels it
 # was faster from 512 tokens on every backend. torch's, measured on two
-# threads with its own backward pass (`torch_toeplitz_product`): 1.07x
+# threads with its own backward pass (`toeplitz_product`): 1.07x
 # forward and 1.17x with backward at 1024 tokens, 0.74x and 0.82x at 512
 # (`spatial_gating_xeon_amx_torch_function_wide_torch.json`).
 FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}

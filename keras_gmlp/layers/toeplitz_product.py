@@ -19,9 +19,10 @@ multiply that reads them strided. TensorFlow's gradients of the padded
 FFTs are likewise slices, pads and masks around the FFTs.
 
 Measured (`benchmarks/toeplitz_product.py`, whole `gmlp_tiny` masked-LM
-training steps, x the backends' own gradients): torch 1.17x at n = 2048
-and 1.23x at 4096, TensorFlow 1.16x at 2048 (the idle 2-core Xeon with
-AMX). JAX's own gradient of `jnp.fft` is the transposed FFTs already.
+training steps, x the backends' own gradients, the idle 2-core Xeon with
+AMX): torch 1.17x at n = 1024, 1.19x at 2048 and 1.26x at 4096,
+TensorFlow 1.16x at 2048 and 4096. JAX's own gradient of `jnp.fft` is
+the transposed FFTs already.
 """
 
 import functools
