@@ -37,7 +37,7 @@ def assert_rounded_once(actual, expected, magnitude, dtype):
     np.testing.assert_array_less(np.abs(actual - expected), tolerance + 1e-30)
 
 
-@pytest.mark.parametrize("shape", [(5, 24), (3, 7, 24)])
+@pytest.mark.parametrize("shape", [(5, 24), (3, 7, 24), (2, 3, 4, 24)])
 @pytest.mark.parametrize("policy", POLICIES)
 def test_outputs_and_gradients_match_numpy(policy, shape, rng):
     x = rng.normal(size=shape).astype("float32")
@@ -75,6 +75,30 @@ def test_outputs_and_gradients_match_numpy(policy, shape, rng):
         np.abs(rows).T @ np.abs(upstream_rows),
         dtype,
     )
+
+
+@pytest.mark.skipif(BACKEND != "jax", reason="XLA:CPU's compiled gradient")
+@pytest.mark.parametrize("transposed", [False, True])
+def test_jax_kernel_gradient_reads_the_upstream_gradient_in_place(
+    transposed,
+):
+    # XLA:CPU copied the upstream gradient of a 3-D float32 product,
+    # transposed to `(units, rows)`, before the kernel gradient's dot (a
+    # Dense, or `TiedEmbedding`'s logits with the embedding transposed).
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((4, 49, 32))
+    weight = jnp.ones((96, 32) if transposed else (32, 96))
+    cotangent = jnp.ones((4, 49, 96))
+
+    def loss(x, weight):
+        kernel = weight.T if transposed else weight
+        return (jnp.tanh(matmul(x, kernel)) * cotangent).sum()
+
+    gradient = jax.jit(jax.grad(loss, argnums=(0, 1)))
+    compiled = gradient.lower(x, weight).compile().as_text()
+    assert "f32[96,196]" not in compiled
 
 
 def dot_types(function, *arguments):
