@@ -5,8 +5,12 @@ from sklearn.metrics import f1_score
 
 from keras_gmlp.training.text_metrics import LanguageModelLoss
 from keras_gmlp.training.text_metrics import Perplexity
+from keras_gmlp.training.text_metrics import TokenAccuracy
 from keras_gmlp.training.text_metrics import binary_f1
+from keras_gmlp.training.text_metrics import jax_cross_entropy
 from keras_gmlp.training.text_metrics import language_model_loss
+from keras_gmlp.training.text_metrics import language_model_metrics
+from keras_gmlp.training.text_metrics import token_accuracy
 from keras_gmlp.training.text_metrics import token_cross_entropy
 
 
@@ -17,6 +21,36 @@ def numpy_token_cross_entropy(labels, logits):
         np.exp(shifted).sum(axis=-1, keepdims=True)
     )
     return -np.take_along_axis(log_probabilities, labels[..., None], -1)[..., 0]
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "jax", reason="JAX's cross-entropy by hand"
+)
+def test_jax_cross_entropy_and_its_gradient_match_numpy(rng):
+    import jax
+
+    logits = rng.normal(scale=3.0, size=(12, 9)).astype("float32")
+    # Labels outside the classes lose nothing, as Keras' one-hot gives.
+    labels = np.array([0, 8, 3, -1, 9, 4, 4, 1, 2, 7, 5, 6])
+    valid = (labels >= 0) & (labels < 9)
+    upstream = rng.normal(size=12).astype("float32")
+    cross_entropy = jax_cross_entropy()
+
+    def loss(logits):
+        return (cross_entropy(logits, labels) * upstream).sum()
+
+    losses = np.asarray(cross_entropy(logits, labels))
+    clipped = np.clip(labels, 0, 8)
+    expected = np.where(valid, numpy_token_cross_entropy(clipped, logits), 0)
+    np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6)
+    shifted = logits.astype("float64") - logits.max(axis=-1, keepdims=True)
+    softmax = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    one_hot = np.eye(9)[clipped]
+    expected = (softmax - one_hot) * np.where(valid, upstream, 0)[:, None]
+    for gradient in (jax.grad(loss), jax.jit(jax.grad(loss))):
+        np.testing.assert_allclose(
+            np.asarray(gradient(logits)), expected, rtol=1e-5, atol=1e-6
+        )
 
 
 def test_binary_f1_matches_scikit_learn(rng):
@@ -104,3 +138,55 @@ def test_perplexity_is_the_exponential_of_the_whole_mean(rng):
     assert float(metric.result()) == pytest.approx(
         np.exp(total / weight), rel=1e-5
     )
+
+
+def numpy_token_accuracy(labels, scores):
+    # `np.argmax` takes the first of tied maxima, as Keras' accuracy does.
+    return (np.argmax(scores, axis=-1) == labels).astype("float32")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", [(6,), (3, 5), (2, 3, 4)])
+def test_token_accuracy_is_at_the_first_maximum(shape, dtype, rng):
+    # Scores from a few values, so that rows tie at their maximum often;
+    # labels on the maxima, before them, after them, and out of range.
+    scores = rng.integers(0, 3, size=(*shape, 7)).astype("float32")
+    labels = rng.integers(-1, 8, shape)
+    first_maximum = np.argmax(scores, axis=-1)
+    labels.flat[::3] = first_maximum.flat[::3]
+    expected = numpy_token_accuracy(labels, scores)
+    assert 0 < expected.sum() < expected.size
+    typed = keras.ops.cast(scores, dtype)
+    accuracy = keras.ops.convert_to_numpy(token_accuracy(labels, typed))
+    np.testing.assert_array_equal(accuracy, expected)
+    # Labels with a trailing axis of 1, as Keras' metrics take them too.
+    accuracy = token_accuracy(labels[..., None], typed)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(accuracy), expected
+    )
+
+
+def test_token_accuracy_metric_weights_positions_as_keras_does(rng):
+    scores = rng.normal(size=(4, 9, 13)).astype("float32")
+    labels = rng.integers(0, 13, (4, 9))
+    labels[:, ::2] = np.argmax(scores, axis=-1)[:, ::2]
+    weights = rng.integers(0, 2, (4, 9)).astype("float32")
+    metric = TokenAccuracy(name="masked_accuracy")
+    metric.update_state(labels, scores, sample_weight=weights)
+    expected = numpy_token_accuracy(labels, scores)
+    assert float(metric.result()) == pytest.approx(
+        (expected * weights).sum() / weights.sum()
+    )
+    keras_metric = keras.metrics.SparseCategoricalAccuracy()
+    keras_metric.update_state(labels, scores, sample_weight=weights)
+    assert float(metric.result()) == pytest.approx(float(keras_metric.result()))
+    restored = TokenAccuracy.from_config(metric.get_config())
+    assert restored.name == "masked_accuracy"
+    assert metric._direction == "up"
+
+
+def test_language_model_metrics_take_the_token_accuracy():
+    accuracy, perplexity = language_model_metrics("next_token")
+    assert isinstance(accuracy, TokenAccuracy)
+    assert accuracy.name == "next_token_accuracy"
+    assert isinstance(perplexity, Perplexity)
