@@ -99,6 +99,18 @@ BERT. At n = 2048, after the FFT product's backward pass by hand
 `masked_lm_speed_xeon_amx_stop36_2048_<backend>.json`): tensorflow 0.85,
 torch 0.74 (0.73 and 0.65 before it).
 
+Stop 37, JAX after its products of rows (`row_matmul.py`), 5 rounds,
+n = 128 / 512: 0.86 / 0.97 x BERT (`masked_lm_speed_xeon_amx_stop37_jax.json`),
+and with `--reuse-freed-memory`, as the masked-LM recipe runs JAX (both
+models' steps then reuse their temporaries instead of faulting them in;
+`_stop37_reuse_jax.json`): 0.93 / 1.03, every round at 512 1.02-1.05x.
+Until this flag the benchmark ran JAX without it. Then after the recipe's
+accuracy and cross-entropy by hand under JAX (`token_accuracy.py`,
+`jax_cross_entropy.py`, shared by both models), the same way
+(`_stop37_final_jax.json`): **0.99 / 1.11** (rounds 0.97-1.01 and
+1.10-1.11). BERT's step took 124 ms at 128 (130 before them) and
+174-178 ms at 512 (174 before): at 512 it did not gain from them.
+
 Xeon: the 2-core Xeon, partly overlapped with short test runs, Keras'
 `SparseCategoricalCrossentropy` (`masked_lm_speed_<backend>.json`).
 EPYC: an idle 2-core AMD EPYC with AVX2 only, after the torch and
@@ -350,11 +362,14 @@ def parse_args(argv=None):
         default="masked_lm_speed",
         help="results go to benchmarks/results/<name>_<backend>.json",
     )
+    common.add_reuse_freed_memory_argument(parser)
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
+    # As the masked-LM recipe does (under JAX), when asked.
+    common.start_reusing_freed_memory(args.reuse_freed_memory)
     report = common.header()
     report["arguments"] = vars(args)
     rows = []
