@@ -14,6 +14,7 @@ from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_task import GMLPTextTask
 from keras_gmlp.training.text_metrics import LanguageModelLoss
+from keras_gmlp.training.text_metrics import TokenAccuracy
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -118,8 +119,11 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
                 `LanguageModelLoss` does on logits flattened to
                 `(tokens, vocabulary)`: the same values, without torch's
                 strided copies of the logits.
-            weighted_metrics: `"auto"` (`SparseCategoricalAccuracy`) or a
-                list of metrics.
+            weighted_metrics: `"auto"` (keras-hub's
+                `SparseCategoricalAccuracy`, as
+                `keras_gmlp.training.text_metrics.TokenAccuracy`: the same
+                values and name, without an `argmax` under JAX) or a list
+                of metrics.
             sampler: str or `keras_hub.samplers.Sampler`. The sampler of
                 `generate()`. Defaults to `"top_k"`.
             **kwargs: arguments of `keras.Model.compile`.
@@ -128,6 +132,10 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             optimizer = task_optimizer(1e-4)
         if loss == "auto":
             loss = LanguageModelLoss(reduction="sum_over_batch_size")
+        if weighted_metrics == "auto":
+            weighted_metrics = [
+                TokenAccuracy(name="sparse_categorical_accuracy")
+            ]
         super().compile(
             optimizer=optimizer,
             loss=loss,

@@ -11,6 +11,7 @@ from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_task import GMLPTextTask
 from keras_gmlp.training.text_metrics import LanguageModelLoss
+from keras_gmlp.training.text_metrics import TokenAccuracy
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -121,14 +122,21 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
                 `LanguageModelLoss` does on logits flattened to
                 `(tokens, vocabulary)`: the same values, without torch's
                 strided copies of the logits.
-            weighted_metrics: `"auto"` (`SparseCategoricalAccuracy`,
-                weighted by the mask weights) or a list of metrics.
+            weighted_metrics: `"auto"` (keras-hub's
+                `SparseCategoricalAccuracy`, weighted by the mask weights,
+                as `keras_gmlp.training.text_metrics.TokenAccuracy`: the
+                same values and name, without an `argmax` under JAX) or a
+                list of metrics.
             **kwargs: arguments of `keras.Model.compile`.
         """
         if optimizer == "auto":
             optimizer = task_optimizer(1e-4)
         if loss == "auto":
             loss = LanguageModelLoss(reduction="sum_over_batch_size")
+        if weighted_metrics == "auto":
+            weighted_metrics = [
+                TokenAccuracy(name="sparse_categorical_accuracy")
+            ]
         super().compile(
             optimizer=optimizer,
             loss=loss,

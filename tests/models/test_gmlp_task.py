@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from keras_gmlp.training.text_metrics import TokenAccuracy
 from tests.backends import in_turn
 
 TEXT = dict(
@@ -170,6 +171,27 @@ def test_saved_compile_config_keeps_the_requested_jit_compile(
         else jit_compile
     )
     assert loaded.jit_compile == expected
+
+
+@pytest.mark.parametrize("name", ["causal_lm", "masked_lm"])
+def test_default_metric_is_keras_hubs_weighted_accuracy(name):
+    # keras-hub's `SparseCategoricalAccuracy` by name and value (computed
+    # without an `argmax` under JAX); the figure is numpy's.
+    task, _, _ = task_and_data(name)
+    task.compile()
+    (config,) = task.get_compile_config()["weighted_metrics"]
+    metric = keras.saving.deserialize_keras_object(config)
+    assert isinstance(metric, TokenAccuracy)
+    assert metric.name == "sparse_categorical_accuracy"
+    rng = np.random.default_rng(2)
+    logits = rng.integers(0, 3, size=(4, 6, 20)).astype("float32")
+    labels = rng.integers(0, 20, size=(4, 6))
+    labels[:, ::2] = np.argmax(logits, axis=-1)[:, ::2]
+    weights = rng.integers(0, 2, size=(4, 6)).astype("float32")
+    metric.update_state(labels, logits, sample_weight=weights)
+    right = np.argmax(logits, axis=-1) == labels
+    expected = (right * weights).sum() / weights.sum()
+    assert float(metric.result()) == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("name", ["causal_lm", "masked_lm"])
