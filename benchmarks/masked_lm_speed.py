@@ -106,7 +106,7 @@ models' steps then reuse their temporaries instead of faulting them in;
 `_stop37_reuse_jax.json`): 0.93 / 1.03, every round at 512 1.02-1.05x.
 Until this flag the benchmark ran JAX without it. Then after the recipe's
 accuracy and cross-entropy by hand under JAX (`token_accuracy.py`,
-`jax_cross_entropy.py`, shared by both models), the same way
+`cross_entropy.py`, shared by both models), the same way
 (`_stop37_final_jax.json`): **0.99 / 1.11** (rounds 0.97-1.01 and
 1.10-1.11). BERT's step took 124 ms at 128 (130 before them) and
 174-178 ms at 512 (174 before): at 512 it did not gain from them.

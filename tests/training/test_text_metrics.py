@@ -10,6 +10,7 @@ from keras_gmlp.training.text_metrics import binary_f1
 from keras_gmlp.training.text_metrics import jax_cross_entropy
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
+from keras_gmlp.training.text_metrics import tensorflow_cross_entropy
 from keras_gmlp.training.text_metrics import token_accuracy
 from keras_gmlp.training.text_metrics import token_cross_entropy
 
@@ -21,6 +22,14 @@ def numpy_token_cross_entropy(labels, logits):
         np.exp(shifted).sum(axis=-1, keepdims=True)
     )
     return -np.take_along_axis(log_probabilities, labels[..., None], -1)[..., 0]
+
+
+def numpy_cross_entropy_gradient(labels, logits, upstream):
+    """The gradient of `sum(upstream * cross_entropy)` in the logits."""
+    shifted = logits.astype("float64") - logits.max(axis=-1, keepdims=True)
+    softmax = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+    one_hot = np.eye(logits.shape[-1])[labels]
+    return (softmax - one_hot) * upstream[:, None]
 
 
 @pytest.mark.skipif(
@@ -43,14 +52,90 @@ def test_jax_cross_entropy_and_its_gradient_match_numpy(rng):
     clipped = np.clip(labels, 0, 8)
     expected = np.where(valid, numpy_token_cross_entropy(clipped, logits), 0)
     np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6)
-    shifted = logits.astype("float64") - logits.max(axis=-1, keepdims=True)
-    softmax = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
-    one_hot = np.eye(9)[clipped]
-    expected = (softmax - one_hot) * np.where(valid, upstream, 0)[:, None]
+    expected = numpy_cross_entropy_gradient(
+        clipped, logits, np.where(valid, upstream, 0)
+    )
     for gradient in (jax.grad(loss), jax.jit(jax.grad(loss))):
         np.testing.assert_allclose(
             np.asarray(gradient(logits)), expected, rtol=1e-5, atol=1e-6
         )
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow",
+    reason="TensorFlow's cross-entropy by hand",
+)
+@pytest.mark.parametrize("graph", [False, True])
+def test_tensorflow_cross_entropy_and_its_gradient_match_numpy(graph, rng):
+    import tensorflow as tf
+
+    logits = rng.normal(scale=3.0, size=(12, 9)).astype("float32")
+    labels = np.array([0, 8, 3, 3, 8, 4, 4, 1, 2, 7, 5, 6], "int32")
+    upstream = rng.normal(size=12).astype("float32")
+    cross_entropy = tensorflow_cross_entropy()
+
+    def losses_and_gradient(logits):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            losses = cross_entropy(logits, labels)
+            loss = tf.reduce_sum(losses * upstream)
+        return losses, tape.gradient(loss, logits)
+
+    if graph:
+        losses_and_gradient = tf.function(losses_and_gradient)
+    losses, gradient = losses_and_gradient(tf.constant(logits))
+    np.testing.assert_allclose(
+        losses.numpy(),
+        numpy_token_cross_entropy(labels, logits),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    np.testing.assert_allclose(
+        gradient.numpy(),
+        numpy_cross_entropy_gradient(labels, logits, upstream),
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow",
+    reason="TensorFlow's cross-entropy by hand",
+)
+def test_tensorflow_cross_entropy_names_labels_outside_the_classes():
+    import tensorflow as tf
+
+    logits = np.zeros((4, 9), "float32")
+    # As TensorFlow's own kernel on a CPU: an error, not a silent 0.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"received\W+9"):
+        tensorflow_cross_entropy()(logits, np.array([0, 9, 1, 2], "int32"))
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"received\W+-1"):
+        tf.function(tensorflow_cross_entropy())(
+            logits, np.array([0, 1, -1, 2], "int32")
+        )
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow",
+    reason="TensorFlow's cross-entropy by hand",
+)
+def test_tensorflow_token_cross_entropy_runs_no_softmax_kernel():
+    import tensorflow as tf
+
+    @tf.function
+    def loss_and_gradient(logits, labels):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            loss = tf.reduce_sum(token_cross_entropy(labels, logits))
+        return loss, tape.gradient(loss, logits)
+
+    graph = loss_and_gradient.get_concrete_function(
+        tf.TensorSpec((2, 5, 11), tf.float32), tf.TensorSpec((2, 5), tf.int32)
+    ).graph
+    types = {op.type for op in graph.get_operations()}
+    assert "SparseSoftmaxCrossEntropyWithLogits" not in types
+    # The XLA-compiled loss and gradient are called.
+    assert {"StatefulPartitionedCall", "PartitionedCall"} & types
 
 
 def test_binary_f1_matches_scikit_learn(rng):
