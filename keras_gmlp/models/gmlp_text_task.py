@@ -67,6 +67,10 @@ class GMLPTextTask(GMLPTask):
             kwargs["inputs"] = self.token_inputs(kwargs["inputs"])
         return super().__call__(*args, **kwargs)
 
-    def call(self, inputs, *args, **kwargs):
+    def call(self, inputs, training=None, mask=None):
         # `stateless_call` (JAX's `fit()` and `predict()`) calls `call()`.
-        return super().call(self.token_inputs(inputs), *args, **kwargs)
+        # `training` is declared: Keras' trainers pass `training=True` only
+        # to a model whose `call` takes it (`_call_has_training_arg`).
+        return super().call(
+            self.token_inputs(inputs), training=training, mask=mask
+        )

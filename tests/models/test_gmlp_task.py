@@ -33,7 +33,7 @@ def task_and_data(name, **kwargs):
         return task, rng.normal(size=(4, 8, 8, 3)).astype("float32"), labels
     if name == "text_classifier":
         task = models.text_classifier(
-            num_classes=3, dropout=0.0, **TEXT, **kwargs
+            num_classes=3, **{"dropout": 0.0, **TEXT, **kwargs}
         )
         return task, ids, labels
     return getattr(models, name)(**TEXT, **kwargs), ids, ids
@@ -95,6 +95,27 @@ def test_checkpoint_restores_the_compiled_optimizer(name, tmp_path):
         as_numpy(task.weights), as_numpy(loaded.weights), strict=True
     ):
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [(name, {"drop_path_rate": 0.5}) for name in TASKS]
+    + [("text_classifier", {"dropout": 0.5})],
+)
+def test_fit_runs_the_task_in_training_mode(name, options):
+    # Keras' trainers pass `training=True` only to a model whose `call`
+    # declares `training`: a text task whose `call` hid it behind
+    # `*args, **kwargs` trained with its stochastic depth and dropout off.
+    task, x, y = task_and_data(name, **options)
+    task.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0))
+    assert task._call_has_training_arg
+    keras.utils.set_random_seed(0)
+    trained = task.train_on_batch(x, y, return_dict=True)["loss"]
+    tested = task.test_on_batch(x, y, return_dict=True)["loss"]
+    # A kept block's branch is scaled by 1 / (1 - rate) in training: the
+    # losses differ whichever branches the draw keeps.
+    assert abs(trained - tested) > 1e-4 * abs(tested), (trained, tested)
+    assert task.test_on_batch(x, y, return_dict=True)["loss"] == tested
 
 
 @pytest.mark.parametrize("name", TASKS)
