@@ -76,7 +76,7 @@ def jax_cross_entropy():
     `log(sum(exp(logits))) - logits[label]` and its gradient, by hand
     (a `jax.custom_vjp`), `softmax - one_hot` scaled by the upstream
     gradient in one elementwise pass: masked-LM steps 1.04-1.05x faster
-    (`benchmarks/jax_cross_entropy.py`, the idle 2-core Xeon with AMX).
+    (`benchmarks/cross_entropy.py`, the idle 2-core Xeon with AMX).
     The same values to float32 rounding. Reverse-mode gradients only.
     """
     import jax
