@@ -165,6 +165,13 @@ time at 1.00x (7 rounds, an AMD EPYC with AVX-512). The HLO JAX hands
 XLA has the 30 optimisation barriers it puts around the recomputation;
 XLA:CPU's optimised HLO has none, and the same buffers.
 
+TensorFlow at batch 32 (an idle 2-core Xeon with AMX, stop 39): the
+first steps 1.34x (gMLP-Ti) and 1.10x (gMLP-S) timm's with TensorFlow's
+own gradient, 0.83x and 0.65x with `--remat-activations` (the models made
+under `keras.RematScope(mode="activations")`, whose spatial gating units
+recompute: `keras_gmlp.layers.tensorflow_spatial_gate`);
+`memory_gmlp_*16_224_xeon_amx_batch32_tf_*.json`, `benchmarks/README.md`.
+
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8
 Results: benchmarks/results/memory_<model>.json
@@ -187,9 +194,13 @@ def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps."""
     common.start_reusing_freed_memory(args.reuse_freed_memory)
     common.configure_threads(args.threads)
-    model = common.build_image_classifier(
-        args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
-    )
+    import keras
+
+    remat_mode = "activations" if args.remat_activations else None
+    with keras.RematScope(mode=remat_mode):
+        model = common.build_image_classifier(
+            args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
+        )
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     after_each_step = []
@@ -277,6 +288,13 @@ def main():
         choices=list(JIT_COMPILE),
     )
     parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument(
+        "--remat-activations",
+        action="store_true",
+        help="build the Keras models under keras.RematScope(mode="
+        "'activations'): under TensorFlow, the spatial gating unit's "
+        "recomputing gate",
+    )
     common.add_reuse_freed_memory_argument(parser)
     parser.add_argument(
         "--steady-steps",
@@ -337,6 +355,11 @@ def main():
                         str(args.threads),
                         *common.reuse_freed_memory_flags(
                             args.reuse_freed_memory
+                        ),
+                        *(
+                            ["--remat-activations"]
+                            if args.remat_activations
+                            else []
                         ),
                     ],
                     common.worker_env(backend, args.threads),

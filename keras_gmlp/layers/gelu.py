@@ -412,4 +412,7 @@ def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
     def call(x):
         return exact_gelu(tf.convert_to_tensor(x))
 
+    # The XLA functions themselves, for gradients written by hand
+    # (`keras_gmlp.layers.tensorflow_spatial_gate`).
+    call.forward, call.backward = forward, backward
     return call

@@ -11,6 +11,7 @@ from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
 from keras_gmlp.layers.tiny_attention import TinyAttention
+from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -20,6 +21,13 @@ class GMLPBlock(keras.layers.Layer):
     `x + DropPath(Dense(d_model)(SGU(GELU(Dense(ffn_dim)(LayerNorm(x))))))`,
     with exact (erf) GELU. With `attention_dim`, a `TinyAttention` over the
     normalised input is added inside the spatial gating unit.
+
+    In training under JAX and torch the spatial gating unit keeps only the
+    GELU's input and its token product for the backward pass, and
+    recomputes its GELU and norm there (faster and smaller on those
+    backends). Under TensorFlow it does so for a block made under
+    `keras.RematScope(mode="activations")`: less memory for some speed
+    (`SpatialGatingUnit.call_on_projection`).
 
     Args:
         ffn_dim: int. Width of the channel expansion; even for the split
@@ -129,6 +137,12 @@ class GMLPBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="spatial_gating_unit",
         )
+        if getattr(self.spatial_gating_unit, "_remat_mode", None) is None:
+            # Made here, maybe outside the `keras.RematScope` the block was
+            # made under: the unit takes the block's mode.
+            self.spatial_gating_unit._remat_mode = getattr(
+                self, "_remat_mode", None
+            )
         self.spatial_gating_unit.build(ffn_shape)
         self.sequence_length = self.spatial_gating_unit.sequence_length
         self.tiny_attention = None
@@ -168,14 +182,23 @@ class GMLPBlock(keras.layers.Layer):
                 normalized, padding_mask=padding_mask
             )
         backend = keras.config.backend()
+        recomputes_tensorflow = (
+            training
+            and xla_functions_enabled()
+            and self.spatial_gating_unit.rematerializes_activations
+        )
         if self.gating == "split" and (
-            backend == "torch" or (backend == "jax" and training)
+            backend == "torch"
+            or (backend == "jax" and training)
+            or recomputes_tensorflow
         ):
             # The projection before its GELU: the unit's training call
-            # recomputes the GELU (`call_on_projection`). Under JAX two
-            # products, one per half (`split_dense`); eager torch runs one
-            # faster (`split_dense_gelu`).
-            if backend == "jax":
+            # recomputes the GELU (`call_on_projection`; under TensorFlow
+            # only for a unit made under `keras.RematScope(mode=
+            # "activations")`). Under JAX and TensorFlow two products, one
+            # per half (`split_dense`); eager torch runs one faster
+            # (`split_dense_gelu`).
+            if backend != "torch":
                 projected = split_dense(self.channel_projection_in, normalized)
             else:
                 projected = direct_call(self.channel_projection_in, normalized)

@@ -145,6 +145,9 @@ def _tensorflow_layer_norm(sum_rows=column_sum):
             tf.convert_to_tensor(beta),
         )
 
+    # The XLA functions themselves, for gradients written by hand
+    # (`keras_gmlp.layers.tensorflow_spatial_gate`).
+    layer_norm.forward, layer_norm.backward = forward, backward
     return layer_norm
 
 

@@ -15,6 +15,7 @@ from keras_gmlp.layers.layer_normalization import jax_layer_norm
 from keras_gmlp.layers.matmul import jax_dot
 from keras_gmlp.layers.matmul import matmul
 from keras_gmlp.layers.toeplitz_product import toeplitz_product
+from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
@@ -580,9 +581,16 @@ class SpatialGatingUnit(keras.layers.Layer):
         the steady gMLP-Ti training step's peak RSS is 0.53x timm's instead
         of 1.31x, and the step 1.09-1.12x (float32) and 1.19-1.48x
         (bfloat16) as fast (`benchmarks/jax_spatial_gate.py`); the outputs
-        are the same, the gradients equal up to float32 rounding. Every
-        other case is `call_on_halves` of the GELU's halves, then
-        `output_projection` if given.
+        are the same, the gradients equal up to float32 rounding. Under
+        TensorFlow the same is one `tf.custom_gradient`
+        (`keras_gmlp.layers.tensorflow_spatial_gate`) for a unit made
+        under `keras.RematScope(mode="activations")` (or by a block made
+        under it) only: there it costs time (gMLP-Ti training at batch 32
+        0.86x as fast in float32, 0.90x in bfloat16) for memory (the first
+        steps' peak RSS 0.83x timm's instead of 1.34x;
+        `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
+        AMX). Every other case is `call_on_halves` of the GELU's halves,
+        then `output_projection` if given.
 
         Args:
             hidden: tensor `(batch, tokens, channels)`, or for the split
@@ -611,15 +619,25 @@ class SpatialGatingUnit(keras.layers.Layer):
                 attention,
                 output_projection,
             )
-        if not pair and self._recomputes_torch(hidden, length):
+        recomputes_torch = not pair and self._recomputes_torch(hidden, length)
+        if recomputes_torch or self._recomputes_tensorflow(first, length):
             self._check_length(length)
-            from keras_gmlp.layers.torch_spatial_gate import (
-                recomputed_spatial_gate,
-            )
+            if recomputes_torch:
+                from keras_gmlp.layers.torch_spatial_gate import (
+                    recomputed_spatial_gate,
+                )
+            else:
+                from keras_gmlp.layers.tensorflow_spatial_gate import (
+                    recomputed_spatial_gate,
+                )
 
-            hidden = ops.convert_to_tensor(hidden)
+            first = ops.convert_to_tensor(first)
+            if not pair:
+                hidden = first
+            if attention is not None:
+                attention = ops.cast(attention, first.dtype)
             product_weights, projection_weights = self._recomputed_operands(
-                length, hidden.dtype, output_projection
+                length, first.dtype, output_projection
             )
             gated = recomputed_spatial_gate(
                 hidden,
@@ -698,6 +716,26 @@ class SpatialGatingUnit(keras.layers.Layer):
         """Whether `call_on_projection` takes the recomputing JAX gate."""
         return (
             keras.config.backend() == "jax"
+            and self._recomputable(hidden, length)
+            and len(hidden.shape) == 3
+            and keras.backend.standardize_dtype(hidden.dtype)
+            in ("float32", "bfloat16", "float16")
+        )
+
+    @property
+    def rematerializes_activations(self):
+        """Whether the unit (or the gMLP block that made it) was made
+        under `keras.RematScope(mode="activations")`."""
+        mode = getattr(self, "_remat_mode", None)
+        return getattr(mode, "mode", None) == "activations"
+
+    def _recomputes_tensorflow(self, hidden, length):
+        """Whether `call_on_projection` takes the recomputing TensorFlow
+        gate: the XLA functions' training path (not exports), for a unit
+        made under `keras.RematScope(mode="activations")`."""
+        return (
+            xla_functions_enabled()
+            and self.rematerializes_activations
             and self._recomputable(hidden, length)
             and len(hidden.shape) == 3
             and keras.backend.standardize_dtype(hidden.dtype)

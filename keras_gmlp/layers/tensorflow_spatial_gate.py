@@ -1,0 +1,216 @@
+"""The spatial gating unit's training call under TensorFlow, with the
+activations it keeps for the backward pass cut by recomputation.
+
+Imported by the unit under the TensorFlow backend only.
+"""
+
+import functools
+
+import tensorflow as tf
+
+from keras_gmlp.layers.gelu import _tensorflow_cdf_and_density
+from keras_gmlp.layers.gelu import _tensorflow_gelu
+from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
+from keras_gmlp.layers.xla_functions import widened
+
+
+def recomputed_spatial_gate(
+    hidden,
+    gamma,
+    beta,
+    epsilon,
+    weight,
+    bias,
+    attention,
+    kernel=None,
+    projection_bias=None,
+):
+    """`u * (W @ LayerNorm(v) + b [+ attention])`, `u` and `v` the GELUs of
+    `hidden`'s halves, and that times `kernel` plus `projection_bias` if
+    given (the block's second projection), keeping only `hidden` and
+    `W @ LayerNorm(v) + b` for the backward pass.
+
+    Under a `tf.GradientTape`, TensorFlow keeps every tensor a gradient
+    reads: both halves of the GELU's input and output, the normalised
+    `v`, the product and the gated output (the second projection's
+    kernel gradient reads it): `3.5 f` values per token for `f` expanded
+    channels, where this `tf.custom_gradient` keeps `1.5 f`. The forward
+    pass runs the unit's own XLA functions (`gelu`, `LayerNormalization`)
+    and `MatMul`s. The backward pass recomputes:
+
+    - in one XLA function, `u`, the gated output (for the second
+      projection's kernel gradient), and the gradients of the product and
+      of `u`'s half of `hidden`;
+    - `v` and the normalised `v` (for the token product's weight
+      gradient), with the forward pass's functions, then the norm's and
+      the GELU's own gradient functions.
+
+    Each value is rounded to the compute dtype where the usual call
+    rounds it: outputs and gradients are the usual call's up to float32
+    rounding.
+
+    The unit takes it under `keras.RematScope(mode="activations")` only.
+    It trades time for memory under TensorFlow: gMLP-Ti/16 training at
+    batch 32 on an idle 2-core Xeon with AMX, the first steps' peak RSS
+    0.83x timm's instead of 1.34x (gMLP-S/16 0.65x instead of 1.10x), and
+    the steps 0.86x (float32) and 0.90x (bfloat16) as fast
+    (`benchmarks/tensorflow_spatial_gate.py`, `benchmarks/memory.py`).
+    First-order gradients only.
+
+    Args:
+        hidden: tensor `(batch, tokens, 2 c)`, the block's first projection
+            before its GELU, or the pair of its halves, each
+            `(batch, tokens, c)`.
+        gamma: tensor `(c,)`, the norm's scale (float32 under a mixed
+            policy).
+        beta: tensor `(c,)`, the norm's center.
+        epsilon: float, the norm's epsilon.
+        weight: tensor `(tokens, tokens)`, `W`, in `hidden`'s dtype.
+        bias: tensor `(tokens,)`, `b`, in `hidden`'s dtype.
+        attention: `None` or a tensor `(batch, tokens, c)` added to the
+            product (aMLP), in `hidden`'s dtype.
+        kernel: `None` or a tensor `(c, d)` in `hidden`'s dtype.
+        projection_bias: `None` or a tensor `(d,)`, with `kernel`.
+
+    Returns:
+        Tensor `(batch, tokens, c)`, or `(batch, tokens, d)` with `kernel`,
+        in `hidden`'s dtype.
+    """
+    if isinstance(hidden, (tuple, list)):
+        hidden_u, hidden_v = hidden
+    else:
+        hidden_u, hidden_v = tf.split(hidden, 2, axis=-1)
+    tensors = [hidden_u, hidden_v, gamma, beta, weight, bias]
+    has_attention = attention is not None
+    has_projection = kernel is not None
+    if has_attention:
+        tensors.append(attention)
+    if has_projection:
+        tensors += [kernel, projection_bias]
+    # Variables are read here: a custom gradient must not read any.
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    functions = _gate_functions()
+
+    @tf.autograph.experimental.do_not_convert
+    @tf.custom_gradient
+    def gate(*tensors):
+        hidden_u, hidden_v, gamma, beta, weight, bias = tensors[:6]
+        rest = list(tensors[6:])
+        added = rest.pop(0) if has_attention else None
+        u = functions.gelu(hidden_u)
+        z = functions.layer_norm(functions.gelu(hidden_v), gamma, beta, epsilon)
+        mixed = tf.matmul(weight, z) + bias[:, None]
+        if has_attention:
+            mixed = mixed + added
+        output = u * mixed
+        if has_projection:
+            output = _project(output, *rest)
+
+        def backward(upstream):
+            by_projection = []
+            if has_projection:
+                projection_kernel, _ = rest
+                rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
+                by_gated = tf.reshape(
+                    tf.matmul(rows, projection_kernel, transpose_b=True),
+                    tf.shape(mixed),
+                )
+                gated, by_mixed, by_hidden_u = functions.gated_half(
+                    hidden_u, mixed, by_gated, True
+                )
+                gated_rows = tf.reshape(gated, (-1, gated.shape[-1]))
+                by_projection = [
+                    tf.matmul(gated_rows, rows, transpose_a=True),
+                    _float32_sum(rows, [0], rows.dtype),
+                ]
+            else:
+                by_mixed, by_hidden_u = functions.gated_half(
+                    hidden_u, mixed, upstream, False
+                )
+            # Recomputed once the backward pass has begun: TensorFlow's
+            # executor runs an op as soon as its inputs are ready, so
+            # without the dependency it could recompute `v` during the
+            # forward pass and keep it.
+            with tf.control_dependencies([by_mixed]):
+                v = functions.gelu(hidden_v)
+            z = functions.layer_norm(v, gamma, beta, epsilon)
+            by_weight = tf.reduce_sum(
+                tf.matmul(by_mixed, z, transpose_b=True), axis=0
+            )
+            by_z = tf.matmul(weight, by_mixed, transpose_a=True)
+            by_bias = _float32_sum(by_mixed, [0, 2], by_mixed.dtype)
+            by_v, by_gamma, by_beta = functions.layer_norm_gradient(
+                v, gamma, epsilon, by_z
+            )
+            by_hidden_v = functions.gelu_gradient(hidden_v, by_v)
+            by_attention = [by_mixed] if has_attention else []
+            return [
+                by_hidden_u,
+                by_hidden_v,
+                by_gamma,
+                by_beta,
+                by_weight,
+                by_bias,
+                *by_attention,
+                *by_projection,
+            ]
+
+        return output, backward
+
+    return gate(*tensors)
+
+
+def _float32_sum(x, axis, dtype):
+    """`x` summed over `axis` in float32, in `dtype`."""
+    return tf.cast(tf.reduce_sum(widened(x), axis=axis), dtype)
+
+
+def _project(gated, kernel, bias):
+    """`gated @ kernel + bias` over the last axis: the rows' `MatMul`, the
+    bias added to its 3-D result (as Keras' Dense adds it: Grappler would
+    fuse a 2-D `MatMul` and its bias into oneDNN's `inner_product`, which
+    in bfloat16 does not run on AMX; `benchmarks/dense_gelu_kernels.py`)."""
+    rows = tf.reshape(gated, (-1, gated.shape[-1]))
+    shape = tf.concat([tf.shape(gated)[:-1], tf.shape(kernel)[-1:]], 0)
+    outputs = tf.reshape(tf.matmul(rows, kernel), shape)
+    outputs.set_shape(gated.shape[:-1] + (kernel.shape[-1],))
+    return outputs + bias
+
+
+class _GateFunctions:
+    """The recomputing gate's XLA functions (`recomputed_spatial_gate`):
+    the unit's own GELU and LayerNormalization functions, forward and
+    backward, and one for the gated half."""
+
+    def __init__(self):
+        gelu = _tensorflow_gelu()
+        layer_norm = _tensorflow_layer_norm()
+        self.gelu = gelu.forward
+        self.gelu_gradient = gelu.backward
+        self.layer_norm = layer_norm.forward
+        self.layer_norm_gradient = layer_norm.backward
+        cdf_and_density = _tensorflow_cdf_and_density
+
+        @tf.function(jit_compile=True, autograph=False)
+        def gated_half(hidden_u, mixed, by_gated, with_gated):
+            """`(u * mixed,)` if `with_gated`, then the gradients of
+            `mixed` and `hidden_u` for `by_gated`, the gated output's.
+            Rounded to the dtype where the unit's usual call rounds."""
+            dtype = hidden_u.dtype
+            y = widened(hidden_u)
+            cdf, density = cdf_and_density(y)
+            u = widened(tf.cast(y * cdf, dtype))
+            product = widened(mixed)
+            upstream = widened(by_gated)
+            by_mixed = tf.cast(upstream * u, dtype)
+            by_u = widened(tf.cast(upstream * product, dtype))
+            by_hidden_u = tf.cast(by_u * (cdf + y * density), dtype)
+            gated = (tf.cast(u * product, dtype),) if with_gated else ()
+            return (*gated, by_mixed, by_hidden_u)
+
+        self.gated_half = gated_half
+
+
+@functools.cache
+def _gate_functions():
+    return _GateFunctions()

@@ -1,0 +1,235 @@
+"""The spatial gating unit's recomputing training call under TensorFlow."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import GMLPBlock
+from keras_gmlp.layers import SpatialGatingUnit
+from tests.layer_test import randomize_weights
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "tensorflow", reason="TensorFlow's gradients"
+)
+
+
+def rematerialized_block(**kwargs):
+    """A `GMLPBlock` made under `keras.RematScope(mode="activations")`,
+    which turns the recomputing gate on under TensorFlow."""
+    with keras.RematScope(mode="activations"):
+        return GMLPBlock(**kwargs)
+
+
+def block_gradients(block, x, upstream):
+    """`(loss, gradients of x and the trainable variables)` of
+    `sum(block(x, training=True) * upstream)`, traced in a `tf.function`
+    as Keras' training step is."""
+    import tensorflow as tf
+
+    x = tf.constant(x)
+    upstream = tf.constant(upstream, "float32")
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            outputs = block(x, training=True)
+            loss = tf.reduce_sum(tf.cast(outputs, "float32") * upstream)
+        return loss, tape.gradient(loss, [x] + block.trainable_variables)
+
+    loss, gradients = gradients()
+    return float(loss), [tf.convert_to_tensor(g).numpy() for g in gradients]
+
+
+def with_autograd(function):
+    """`function()` with the unit's usual call under TensorFlow's own
+    differentiation, not the recomputing one."""
+    original = SpatialGatingUnit._recomputes_tensorflow
+    SpatialGatingUnit._recomputes_tensorflow = lambda self, hidden, length: 0
+    try:
+        return function()
+    finally:
+        SpatialGatingUnit._recomputes_tensorflow = original
+
+
+def counting_gates(function):
+    """`(function(), how many recomputing gates it built)`."""
+    from keras_gmlp.layers import tensorflow_spatial_gate
+
+    original = tensorflow_spatial_gate.recomputed_spatial_gate
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    tensorflow_spatial_gate.recomputed_spatial_gate = counted
+    try:
+        return function(), len(built)
+    finally:
+        tensorflow_spatial_gate.recomputed_spatial_gate = original
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("attention_dim", [None, 4])
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_gradients_match_tensorflow_differentiation(
+    spatial, attention_dim, policy, rng
+):
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = rematerialized_block(
+        ffn_dim=12, attention_dim=attention_dim, spatial=spatial, dtype=policy
+    )
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    upstream = rng.normal(size=x.shape)
+
+    def gradients():
+        return block_gradients(block, x, upstream)
+
+    (loss, recomputed), gates = counting_gates(gradients)
+    (expected_loss, expected), autograd_gates = counting_gates(
+        lambda: with_autograd(gradients)
+    )
+    # The recomputing gate is the one traced by default.
+    assert (gates, autograd_gates) == (1, 0)
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
+    assert len(recomputed) == len(block.trainable_variables) + 1
+    for got, want in zip(recomputed, expected, strict=True):
+        want = np.asarray(want, "float64")
+        np.testing.assert_allclose(
+            np.asarray(got, "float64"),
+            want,
+            rtol=0,
+            atol=tolerance * np.abs(want).max(),
+        )
+
+
+def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
+    from keras_gmlp.layers.xla_functions import portable_ops
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = rematerialized_block(ffn_dim=12)
+    block.build(x.shape)
+    _, gates = counting_gates(lambda: block(x, training=True))
+    assert gates == 1
+    _, gates = counting_gates(lambda: block(x, training=False))
+    assert gates == 0
+    with portable_ops():
+        _, gates = counting_gates(lambda: block(x, training=True))
+    assert gates == 0
+    # Without the scope, TensorFlow keeps its own gradient (faster).
+    default = GMLPBlock(ffn_dim=12)
+    default.build(x.shape)
+    _, gates = counting_gates(lambda: default(x, training=True))
+    assert gates == 0
+
+
+def test_output_projection_with_lora_is_applied_after_the_gate(rng):
+    # Only a plain Dense is folded into the recomputing gate; one with
+    # LoRA runs its own call on the gate's output.
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = rematerialized_block(ffn_dim=12)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    block.channel_projection_out.enable_lora(2)
+    randomize_weights(block.channel_projection_out, rng, scale=0.3)
+    upstream = rng.normal(size=x.shape)
+
+    def gradients():
+        return block_gradients(block, x, upstream)[1]
+
+    recomputed, gates = counting_gates(gradients)
+    expected = with_autograd(gradients)
+    assert gates == 1
+    assert len(recomputed) == len(block.trainable_variables) + 1
+    for got, want in zip(recomputed, expected, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+PEAK_SCRIPT = """
+import json, sys
+import keras
+import numpy as np
+import tensorflow as tf
+from keras_gmlp.layers import GMLPBlock
+
+x = tf.constant(np.random.default_rng(0).normal(size=(4, 32, 16)), "float32")
+mode = "activations" if sys.argv[1] == "recomputed" else None
+with keras.RematScope(mode=mode):
+    stack = keras.Sequential([GMLPBlock(ffn_dim=128) for _ in range(6)])
+stack.build(x.shape)
+
+@tf.function
+def gradients():
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(stack(x, training=True) ** 2)
+    return tape.gradient(loss, stack.trainable_variables)
+
+gradients()
+tf.config.experimental.reset_memory_stats("CPU:0")
+gradients()
+print(json.dumps(tf.config.experimental.get_memory_info("CPU:0")))
+"""
+
+
+def peak_bytes(form):
+    """The peak bytes TensorFlow's allocator held during a training step
+    of a stack of blocks in `form` (a fresh process: the BFC allocator,
+    which counts, is chosen when TensorFlow starts)."""
+    env = dict(os.environ, TF_CPU_ALLOCATOR_USE_BFC="true")
+    result = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, form],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])["peak"]
+
+
+def test_keeps_less_for_the_backward_pass():
+    # The kept activations of a stack of blocks add up: the recomputation
+    # must not be merged back into the forward pass by Grappler.
+    recomputed, kept_by_autograd = (
+        peak_bytes("recomputed"),
+        peak_bytes("autograd"),
+    )
+    assert kept_by_autograd > 1_000_000
+    assert recomputed < 0.85 * kept_by_autograd
+
+
+def test_a_classifier_made_under_the_scope_trains_through_the_gate(rng):
+    import keras_gmlp
+
+    def classifier():
+        model = keras_gmlp.GMLPImageClassifier.from_preset(
+            "gmlp_micro4_32", num_classes=10
+        )
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.0),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        return model
+
+    default = classifier()
+    with keras.RematScope(mode="activations"):
+        rematerialized = classifier()
+    rematerialized.set_weights(default.get_weights())
+    images = rng.uniform(size=(4, 32, 32, 3)).astype("float32")
+    labels = rng.integers(0, 10, size=(4,))
+    loss, gates = counting_gates(
+        lambda: rematerialized.train_on_batch(images, labels)
+    )
+    expected, default_gates = counting_gates(
+        lambda: default.train_on_batch(images, labels)
+    )
+    assert gates > 0 and default_gates == 0
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
