@@ -116,6 +116,15 @@ def add_training_arguments(parser):
         default="auto",
         help="XLA compilation of the train step (Keras' jit_compile).",
     )
+    group.add_argument(
+        "--remat",
+        choices=("none", "activations"),
+        default="none",
+        help="keras.RematScope mode of the models: 'activations' makes the "
+        "spatial gating units recompute their GELU and norm in the backward "
+        "pass under TensorFlow too (less memory, slower steps there; JAX "
+        "and torch always do).",
+    )
     group.add_argument("--strategy", choices=STRATEGIES, default="auto")
     group.add_argument(
         "--split-cpu",

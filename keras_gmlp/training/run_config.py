@@ -25,6 +25,7 @@ from keras_gmlp.training.distribution import STRATEGIES
 
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 JIT_COMPILE = ("auto", "true", "false")
+REMAT = ("none", "activations")
 
 
 def global_batch_size(num_replicas, per_replica_batch_size, batch_size=None):
@@ -87,6 +88,11 @@ class TrainingConfig:
             `"mixed_bfloat16"`.
         jit_compile: str. `"auto"`, `"true"` or `"false"` (Keras'
             `jit_compile`).
+        remat: str. `"none"` or `"activations"`: the `keras.RematScope`
+            mode the models are made under. With `"activations"` the
+            spatial gating units recompute their GELU and norm in the
+            backward pass under TensorFlow too (as they always do under
+            JAX and torch): less memory, slower steps there.
         strategy: str. One of `keras_gmlp.training.STRATEGIES`.
         split_cpu: int or `None`. Split the host CPU into this many
             devices, to try strategies without accelerators.
@@ -107,6 +113,7 @@ class TrainingConfig:
     seed: int = 0
     mixed_precision: str = "none"
     jit_compile: str = "auto"
+    remat: str = "none"
     strategy: str = "auto"
     split_cpu: int = None
     output_dir: str = "runs/latest"
@@ -116,6 +123,7 @@ class TrainingConfig:
     def __post_init__(self):
         _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)
         _check_choice("jit_compile", self.jit_compile, JIT_COMPILE)
+        _check_choice("remat", self.remat, REMAT)
         _check_choice("strategy", self.strategy, STRATEGIES)
         if self.epochs is not None and self.epochs < 1:
             raise ValueError(f"Received epochs={self.epochs}; expected >= 1.")
@@ -138,6 +146,14 @@ class TrainingConfig:
     def keras_jit_compile(self):
         """`jit_compile` as the value `model.compile` takes."""
         return {"auto": "auto", "true": True, "false": False}[self.jit_compile]
+
+    def remat_scope(self):
+        """The `keras.RematScope` to make the run's models under."""
+        import keras
+
+        return keras.RematScope(
+            mode=None if self.remat == "none" else self.remat
+        )
 
     def to_dict(self):
         """The config as a JSON-serialisable dict, field by field."""

@@ -152,7 +152,7 @@ def run(config, callbacks=None):
     )
     batch_size = config.global_batch_size(distribution.num_replicas)
     learning_rate = config.peak_learning_rate(batch_size)
-    with distribution.scope():
+    with distribution.scope(), config.remat_scope():
         model, description = build_model(
             config.preset,
             model_config,

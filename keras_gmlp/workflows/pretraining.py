@@ -467,7 +467,7 @@ def run(config, callbacks=None):
     # The held-out batches are masked before any model draws random numbers.
     validation_data = heldout_batches(config, corpus, tokenizer, batch_size)
     train_data = training_batches(config, corpus, tokenizer, batch_size)
-    with distribution.scope():
+    with distribution.scope(), config.remat_scope():
         training_model, model, description = build_models(
             config, len(vocabulary)
         )

@@ -248,7 +248,8 @@ def run(config, callbacks=None):
     steps_per_epoch = config.steps_per_epoch or -(-len(train) // batch_size)
     total_steps = config.epochs * steps_per_epoch
     with distribution.scope():
-        model = build_model(config, tokenizer, len(label_names))
+        with config.remat_scope():
+            model = build_model(config, tokenizer, len(label_names))
         schedule = warmup_linear(
             config.peak_learning_rate(batch_size),
             total_steps,

@@ -115,3 +115,21 @@ def test_config_from_args_needs_every_field():
         TrainingConfig, parser.parse_args(["--epochs", "3"])
     )
     assert config == TrainingConfig(epochs=3)
+
+
+def test_remat_flag_makes_the_models_under_its_scope():
+    from keras_gmlp.layers import GMLPBlock
+
+    def unit_made_under(config):
+        with config.remat_scope():
+            block = GMLPBlock(ffn_dim=8)
+        block.build((1, 4, 4))  # the unit is made here, out of the scope
+        return block.spatial_gating_unit
+
+    config = image_classification.config_from_argv(["--remat", "activations"])
+    assert config.remat == "activations"
+    assert unit_made_under(config).rematerializes_activations
+    default = image_classification.config_from_argv([])
+    assert not unit_made_under(default).rematerializes_activations
+    with pytest.raises(ValueError, match="remat='all'"):
+        TrainingConfig(remat="all")
