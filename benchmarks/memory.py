@@ -167,7 +167,7 @@ XLA:CPU's optimised HLO has none, and the same buffers.
 
 TensorFlow at batch 32 (an idle 2-core Xeon with AMX, stop 39): the
 first steps 1.34x (gMLP-Ti) and 1.10x (gMLP-S) timm's with TensorFlow's
-own gradient, 0.83x and 0.65x with `--remat-activations` (the models made
+own gradient, 0.86x and 0.67x with `--remat-activations` (the models made
 under `keras.RematScope(mode="activations")`, whose spatial gating units
 recompute: `keras_gmlp.layers.tensorflow_spatial_gate`);
 `memory_gmlp_*16_224_xeon_amx_batch32_tf_*.json`, `benchmarks/README.md`.

@@ -24,7 +24,7 @@ Why processes: with both models in one process (`common.run_ab`, 5
 rounds) the recomputing gMLP-Ti step measured 0.89-0.90x (float32) and
 0.93x (bfloat16) the default's in three runs, but 1.01x and 0.98x in a
 fourth (`tensorflow_spatial_gate_in_process_xeon_amx_batch32_tensorflow
-.json`), where every pair of processes of their own measured 0.81-0.89x
+.json`), where every pair of processes of their own measured 0.81-0.91x
 (float32). Alone, as a user runs it, the recomputation costs time.
 
 Measured: see `benchmarks/README.md` (stop 39).

@@ -586,8 +586,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         (`keras_gmlp.layers.tensorflow_spatial_gate`) for a unit made
         under `keras.RematScope(mode="activations")` (or by a block made
         under it) only: there it costs time (gMLP-Ti training at batch 32
-        0.86x as fast in float32, 0.90x in bfloat16) for memory (the first
-        steps' peak RSS 0.83x timm's instead of 1.34x;
+        0.91x as fast in float32, 0.89x in bfloat16) for memory (the first
+        steps' peak RSS 0.86x timm's instead of 1.34x;
         `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
         AMX). Every other case is `call_on_halves` of the GELU's halves,
         then `output_projection` if given.
