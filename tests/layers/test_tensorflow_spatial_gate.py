@@ -50,7 +50,9 @@ def with_autograd(function):
     """`function()` with the unit's usual call under TensorFlow's own
     differentiation, not the recomputing one."""
     original = SpatialGatingUnit._recomputes_tensorflow
-    SpatialGatingUnit._recomputes_tensorflow = lambda self, hidden, length: 0
+    SpatialGatingUnit._recomputes_tensorflow = lambda self, hidden, length: (
+        False
+    )
     try:
         return function()
     finally:
