@@ -1,6 +1,7 @@
 """Gradients of a layer's outputs on every backend, as numpy."""
 
 import keras
+import numpy as np
 
 BACKEND = keras.config.backend()
 
@@ -59,3 +60,18 @@ def gradients(layer, inputs, cotangent, weights, **kwargs):
         loss = (outputs.float() * torch.tensor(cotangent)).sum()
         grads = torch.autograd.grad(loss, [inputs, *(w.value for w in weights)])
     return [keras.ops.convert_to_numpy(g).astype("float64") for g in grads]
+
+
+def assert_gradients_close(got, want, tolerance):
+    """Each array of `got` equals `want`'s to `tolerance` times the
+    largest magnitude of `want`'s (gradients summed in another order, or
+    rounded to bfloat16 at other points)."""
+    assert len(got) == len(want)
+    for got_array, want_array in zip(got, want, strict=True):
+        want_array = np.asarray(want_array, "float64")
+        np.testing.assert_allclose(
+            np.asarray(got_array, "float64"),
+            want_array,
+            rtol=0,
+            atol=tolerance * np.abs(want_array).max(),
+        )

@@ -6,6 +6,7 @@ import pytest
 
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
+from tests.gradients import assert_gradients_close
 from tests.layer_test import randomize_weights
 
 pytestmark = pytest.mark.skipif(
@@ -65,14 +66,7 @@ def test_gradients_match_jax_differentiation(attention_dim, policy, rng):
     assert "name=recomputed_gate" not in with_autograd(traced)
     recomputed, expected = gradients(), with_autograd(gradients)
     tolerance = 1e-5 if policy == "float32" else 2e-2
-    for got, want in zip(recomputed, expected, strict=True):
-        want = np.asarray(want, "float64")
-        np.testing.assert_allclose(
-            np.asarray(got, "float64"),
-            want,
-            rtol=0,
-            atol=tolerance * np.abs(want).max(),
-        )
+    assert_gradients_close(recomputed, expected, tolerance)
 
 
 def test_block_projects_each_half_apart_in_training(rng):
