@@ -804,6 +804,20 @@ def image_benchmark_parser(doc, backends_help=None):
     return parser
 
 
+def run_json(command, env):
+    """Runs `command` (a worker process) from the repository root with
+    `env`; returns the last JSON object it printed, or `{"error": the end
+    of its stderr}` if it printed none."""
+    result = subprocess.run(
+        command, env=env, capture_output=True, text=True, cwd=REPOSITORY
+    )
+    lines = [line for line in result.stdout.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("{"):
+            return json.loads(line)
+    return {"error": result.stderr[-2000:]}
+
+
 def worker_env(backend, threads):
     """The environment of a worker process: this repository importable,
     TensorFlow's logs quiet, `backend` (if any).

@@ -221,21 +221,6 @@ def keras_measurement(args):
     print(json.dumps({**answer, **steady}))
 
 
-def run_json(command, env):
-    result = subprocess.run(
-        command,
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=common.REPOSITORY,
-    )
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("{"):
-            return json.loads(line)
-    return {"error": result.stderr[-500:]}
-
-
 def timm_measurement(args, model):
     """timm in a fresh process: the worker's `memory` command."""
     command = common.timm_worker_command(
@@ -334,7 +319,7 @@ def main():
         model_rows = []
         for backend in args.backends:
             for jit in args.jit_modes:
-                answer = run_json(
+                answer = common.run_json(
                     [
                         sys.executable,
                         os.path.abspath(__file__),

@@ -38,7 +38,6 @@ Results: benchmarks/results/tensorflow_spatial_gate<suffix>.json
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -103,17 +102,12 @@ def measure(args, form, precision, length):
     for flag in ("batch_size", "batch_tokens", "vocabulary_size", "threads"):
         command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
     command += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
-    result = subprocess.run(
-        command,
-        env=common.worker_env("tensorflow", args.threads),
-        capture_output=True,
-        text=True,
-        cwd=common.REPOSITORY,
+    answer = common.run_json(
+        command, common.worker_env("tensorflow", args.threads)
     )
-    lines = [line for line in result.stdout.splitlines() if line.strip()]
-    if result.returncode or not lines:
-        raise RuntimeError(f"{form} worker failed: {result.stderr[-2000:]}")
-    return json.loads(lines[-1])["seconds"]
+    if "seconds" not in answer:
+        raise RuntimeError(f"{form} worker failed: {answer.get('error')}")
+    return answer["seconds"]
 
 
 def parse_args(argv=None):

@@ -714,12 +714,8 @@ class SpatialGatingUnit(keras.layers.Layer):
 
     def _recomputes_jax(self, hidden, length):
         """Whether `call_on_projection` takes the recomputing JAX gate."""
-        return (
-            keras.config.backend() == "jax"
-            and self._recomputable(hidden, length)
-            and len(hidden.shape) == 3
-            and keras.backend.standardize_dtype(hidden.dtype)
-            in ("float32", "bfloat16", "float16")
+        return keras.config.backend() == "jax" and self._recomputable_3d(
+            hidden, length
         )
 
     @property
@@ -736,7 +732,14 @@ class SpatialGatingUnit(keras.layers.Layer):
         return (
             xla_functions_enabled()
             and self.rematerializes_activations
-            and self._recomputable(hidden, length)
+            and self._recomputable_3d(hidden, length)
+        )
+
+    def _recomputable_3d(self, hidden, length):
+        """`_recomputable`, for the JAX and TensorFlow gates' inputs: a
+        floating `(batch, tokens, channels)` tensor."""
+        return (
+            self._recomputable(hidden, length)
             and len(hidden.shape) == 3
             and keras.backend.standardize_dtype(hidden.dtype)
             in ("float32", "bfloat16", "float16")
