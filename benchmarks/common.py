@@ -561,9 +561,9 @@ def start_reusing_freed_memory(enabled):
 def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
     """The flags the A/B benchmarks share; the script adds its own.
 
-    `--rounds`, `--batch-size`, `--precisions`, `--suffix` and, with
-    `threads`, `--threads` (for `configure_threads`, which JAX does not
-    take).
+    `--rounds`, `--batch-size`, `--model` (of the models' steps),
+    `--precisions`, `--suffix` and, with `threads`, `--threads` (for
+    `configure_threads`, which JAX does not take).
 
     Args:
         doc: str. The script's docstring, the help's text.
@@ -576,6 +576,9 @@ def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
     )
     parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument(
+        "--model", default="gmlp_ti16_224", choices=list(IMAGE_MODELS)
+    )
     if threads:
         parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
@@ -610,9 +613,12 @@ def patched(module, attribute, value):
         setattr(module, attribute, saved)
 
 
-def variant_model_functions(batch_size, variant, names, precision, infer):
-    """name -> warm callable: gMLP-Ti/16 classifiers' steps, one model per
-    variant, each traced (and so compiled) inside `variant(name)`.
+def variant_model_functions(
+    batch_size, variant, names, precision, infer, model_name="gmlp_ti16_224"
+):
+    """name -> warm callable: image classifiers' steps (gMLP-Ti/16 by
+    default), one model per variant, each traced (and so compiled) inside
+    `variant(name)`.
 
     Args:
         batch_size: int. Images per step (224 px).
@@ -620,6 +626,7 @@ def variant_model_functions(batch_size, variant, names, precision, infer):
         names: the variants' names.
         precision: dtype policy.
         infer: bool. `predict_on_batch` too, beside `train_on_batch`.
+        model_name: str. A key of `IMAGE_MODELS`.
 
     Returns:
         dict `"train <name>"` (and `"infer <name>"`) -> callable.
@@ -630,7 +637,7 @@ def variant_model_functions(batch_size, variant, names, precision, infer):
     functions = {}
     for name in names:
         keras.utils.set_random_seed(0)
-        model = build_image_classifier("gmlp_ti16_224", 224, "auto", precision)
+        model = build_image_classifier(model_name, 224, "auto", precision)
         with variant(name):
             model.train_on_batch(images, labels)
             if infer:
@@ -704,7 +711,7 @@ def run_ab(
     """The main of an A/B benchmark of one backend's code.
 
     Parses `ab_benchmark_parser`'s flags and, per precision, times in
-    interleaved rounds the gMLP-Ti steps of `variant_model_functions` (one
+    interleaved rounds the `--model` steps of `variant_model_functions` (one
     model traced inside `variant(baseline)`, one inside
     `variant(candidate)`) and the single ops of `op_functions`; prints the
     A/B table and writes `benchmarks/results/<name><suffix>_<backend>.json`.
@@ -742,6 +749,7 @@ def run_ab(
                 (baseline, candidate),
                 precision,
                 infer=infer,
+                model_name=args.model,
             )
         )
         times = alternate(named, args.rounds)
@@ -752,7 +760,7 @@ def run_ab(
                 baseline,
                 candidate,
             )
-            shape = "op" if measure.startswith("op") else "gmlp_ti16"
+            shape = "op" if measure.startswith("op") else args.model[:-4]
             rows.append(
                 dict(row, measure=measure, precision=precision, shape=shape)
             )

@@ -10,6 +10,7 @@ from keras import ops
 from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.dense import is_affine
 from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp.layers.layer_normalization import column_sum
 from keras_gmlp.layers.matmul import matmul
 from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
@@ -61,6 +62,39 @@ def gelu(x):
     if keras.config.backend() == "jax":
         return _jax_gelu()(x)
     return keras.activations.gelu(x, approximate=False)
+
+
+def biased_gelu(x, bias):
+    """`gelu(x + bias)`, `bias` along the last axis, with `bias_add`'s add.
+
+    Under TensorFlow (the XLA functions allowed) the bias gradient, the
+    GELU's input gradient summed over every axis but the last, comes out
+    of the GELU's gradient function, summed in float32 (`column_sum`) as
+    that input gradient is written, instead of from TensorFlow's `Sum`
+    over it afterwards: one pass fewer over the expanded activations per
+    half of each block's first projection, the same tensors kept.
+    Measured at batch 32 on an idle 2-core Xeon with AMX
+    (`benchmarks/gelu_bias_gradient.py`): the biased GELU with its
+    gradients 1.36-1.42x faster in float32 and 1.12-1.32x in bfloat16;
+    training steps 1.03x (gMLP-Ti/16) and 1.02x (gMLP-S/16) in float32,
+    1.01x in bfloat16. Elsewhere `gelu(bias_add(x, bias))`.
+
+    Args:
+        x: tensor `(..., channels)`.
+        bias: tensor `(channels,)` in `x`'s dtype.
+
+    Example:
+
+    >>> from keras_gmlp.layers.gelu import biased_gelu, gelu
+    >>> x = np.array([[-1.0, 0.5]], "float32")
+    >>> bias = np.array([0.5, -0.5], "float32")
+    >>> y = keras.ops.convert_to_numpy(biased_gelu(x, bias))
+    >>> bool(np.allclose(y, keras.ops.convert_to_numpy(gelu(x + bias))))
+    True
+    """
+    if keras.activations.gelu is _KERAS_GELU and xla_functions_enabled():
+        return _tensorflow_gelu().biased(x, bias)
+    return gelu(bias_add(x, bias))
 
 
 def dense_gelu(dense, inputs, training=None):
@@ -163,7 +197,7 @@ def split_dense_gelu(dense, inputs, training=None):
     halves = _kernel_halves(kernel, bias)
     if fused:
         return tuple(_onednn_dense_gelu(inputs, k, b) for k, b in halves)
-    return tuple(gelu(_product(inputs, k, b)) for k, b in halves)
+    return tuple(biased_gelu(matmul(inputs, k), b) for k, b in halves)
 
 
 def split_dense(dense, inputs):
@@ -394,12 +428,20 @@ def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
         y = widened(x)
         return tf.cast(y * cdf_and_density(y)[0], x.dtype)
 
-    @tf.function(jit_compile=True, autograph=False)
-    def backward(x, upstream):
+    def input_gradient(x, upstream):
         y = widened(x)
         cdf, density = cdf_and_density(y)
         derivative = cdf + y * density
         return tf.cast(tf.cast(upstream, y.dtype) * derivative, x.dtype)
+
+    backward = tf.function(input_gradient, jit_compile=True, autograph=False)
+
+    @tf.function(jit_compile=True, autograph=False)
+    def backward_with_bias(x, upstream):
+        # The bias gradient sums the rounded input gradient, as
+        # TensorFlow's `Sum` of it would, accumulated in float32.
+        by_x = input_gradient(x, upstream)
+        return by_x, tf.cast(column_sum(widened(by_x)), x.dtype)
 
     @tf.autograph.experimental.do_not_convert
     @tf.custom_gradient
@@ -409,8 +451,23 @@ def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
 
         return forward(x), gradient
 
+    @tf.autograph.experimental.do_not_convert
+    @tf.custom_gradient
+    def biased_gelu(x, bias):
+        # The add `bias_add` makes; its output is the GELU's input, kept.
+        hidden = x + bias
+
+        def gradient(upstream):
+            return backward_with_bias(hidden, upstream)
+
+        return forward(hidden), gradient
+
     def call(x):
         return exact_gelu(tf.convert_to_tensor(x))
+
+    call.biased = lambda x, bias: biased_gelu(
+        tf.convert_to_tensor(x), tf.convert_to_tensor(bias)
+    )
 
     # The XLA functions themselves, for gradients written by hand
     # (`keras_gmlp.layers.tensorflow_spatial_gate`).

@@ -2,7 +2,8 @@
 normal CDF in float64 numpy: outputs, gradients, dtypes; the projection
 and GELU `dense_gelu` (one oneDNN kernel in TensorFlow's inference
 graphs) and its halves as two products (`split_dense_gelu`, and before
-the GELU `split_dense`); and exports
+the GELU `split_dense`); the GELU of a biased input (`biased_gelu`,
+whose TensorFlow gradient function sums the bias gradient); and exports
 of the XLA functions' layers (GELU, LayerNormalization) that hold
 none."""
 
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import Dense
+from keras_gmlp.layers.gelu import biased_gelu
 from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.gelu import gelu
 from keras_gmlp.layers.gelu import split_dense
@@ -170,6 +172,98 @@ def test_task_export_holds_no_xla_function(tmp_path):
     served = loaded.serve(images)
     np.testing.assert_allclose(
         served.numpy(), task.predict(images, verbose=0), rtol=1e-5, atol=1e-6
+    )
+
+
+class BiasedGELU(keras.layers.Layer):
+    """`biased_gelu` of the inputs and the layer's bias."""
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(shape=input_shape[-1:], initializer="zeros")
+
+    def call(self, inputs):
+        return biased_gelu(
+            inputs, keras.ops.cast(self.bias, self.compute_dtype)
+        )
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("traced", [False, True])
+def test_biased_gelu_and_its_gradients_are_those_of_the_sum(policy, traced):
+    x = inputs((3, 7, 16))
+    bias = np.random.default_rng(3).normal(size=16).astype("float32")
+    cotangent = inputs((3, 7, 16), seed=1) / 3.0
+    layer = BiasedGELU(dtype=policy)
+    layer.build(x.shape)
+    layer.bias.assign(bias)
+    if traced:
+        if BACKEND != "tensorflow":
+            pytest.skip("a TensorFlow graph")
+        import tensorflow as tf
+
+        # The form of a Keras training step: a graph.
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                outputs = layer(x)
+                loss = tf.reduce_sum(tf.cast(outputs, "float32") * cotangent)
+            return outputs, tape.gradient(loss, [x, layer.bias.value])
+
+        outputs, got = step(tf.constant(x))
+        got = [keras.ops.convert_to_numpy(g).astype("float64") for g in got]
+    else:
+        outputs = layer(x)
+        got = gradients(layer, x, cotangent, [layer.bias])
+    hidden = rounded(rounded(x, policy) + rounded(bias, policy), policy)
+    by_hidden = cotangent * reference_derivative(hidden)
+    assert_near_dense_gelu(outputs, reference(hidden), policy)
+    by_input, by_bias = got
+    if policy == "float32":
+        np.testing.assert_allclose(by_input, by_hidden, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            by_bias, by_hidden.sum((0, 1)), rtol=1e-5, atol=1e-5
+        )
+    else:
+        # Each gradient rounded to bfloat16 once, the bias's sum of the
+        # 21 rounded rows accumulated in float32.
+        np.testing.assert_allclose(
+            by_input, by_hidden, rtol=2.0**-7, atol=2.0**-7 * 0.3
+        )
+        scale = 2.0**-7 * np.abs(by_hidden).sum((0, 1))
+        np.testing.assert_array_less(
+            np.abs(by_bias - by_hidden.sum((0, 1))), scale + 1e-3
+        )
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graph")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_biased_gelu_gradient_sums_the_bias_in_its_xla_function(dtype):
+    # No TensorFlow `Sum` over the GELU's input gradient: the XLA gradient
+    # function gives the bias's.
+    import tensorflow as tf
+
+    x = tf.constant(inputs((3, 7, 16)), dtype)
+    bias = tf.constant(np.ones(16), dtype)
+
+    @tf.function
+    def gradient(x, bias):
+        with tf.GradientTape() as tape:
+            tape.watch([x, bias])
+            y = biased_gelu(x, bias)
+        return tape.gradient(y, [x, bias])
+
+    graph = gradient.get_concrete_function(x, bias).graph
+    kinds = {op.type for op in graph.get_operations()}
+    assert "Sum" not in kinds, sorted(kinds)
+    by_x, by_bias = gradient(x, bias)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(tf.cast(by_bias, "float32")),
+        keras.ops.convert_to_numpy(
+            tf.reduce_sum(tf.cast(by_x, "float32"), axis=(0, 1))
+        ),
+        rtol=1e-6 if dtype == "float32" else 2.0**-8,  # rounded once
+        atol=1e-6,
     )
 
 
