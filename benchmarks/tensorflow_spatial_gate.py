@@ -27,7 +27,7 @@ fourth (`tensorflow_spatial_gate_in_process_xeon_amx_batch32_tensorflow
 .json`), where every pair of processes of their own measured 0.81-0.91x
 (float32). Alone, as a user runs it, the recomputation costs time.
 
-Measured: see `benchmarks/README.md` (stop 39).
+Measured: see `benchmarks/README.md` (stops 39 and 40).
 
 Usage:
     python benchmarks/tensorflow_spatial_gate.py --rounds 3

@@ -234,11 +234,48 @@ def split_dense(dense, inputs):
     >>> bool(np.allclose(halves, whole, atol=1e-6))
     True
     """
+    products, biases = split_products(dense, inputs)
+    if biases is None:
+        return products
+    return tuple(map(bias_add, products, biases))
+
+
+def split_products(dense, inputs):
+    """`split_dense` before its biases: the two halves' products and biases.
+
+    The gMLP block's recomputing TensorFlow gate adds the biases itself,
+    so that its gradient functions sum their gradients
+    (`keras_gmlp.layers.tensorflow_spatial_gate`).
+
+    Args:
+        dense: a built `keras.layers.Dense` with an even number of units.
+        inputs: tensor `(..., dense input channels)`.
+
+    Returns:
+        `((u's product, v's), (u's bias, v's))`, the products
+        `(..., units / 2)` and the biases `(units / 2,)` in the Dense's
+        compute dtype; for a Dense that `split_dense_gelu` cannot split,
+        `(split_dense(dense, inputs), None)`.
+
+    Example:
+
+    >>> from keras_gmlp.layers.gelu import split_dense, split_products
+    >>> dense = keras.layers.Dense(6, bias_initializer="ones")
+    >>> dense.build((None, 4))
+    >>> x = np.ones((2, 4), "float32")
+    >>> (u, v), (u_bias, v_bias) = split_products(dense, x)
+    >>> biased = keras.ops.convert_to_numpy(u + u_bias)
+    >>> whole = keras.ops.convert_to_numpy(split_dense(dense, x)[0])
+    >>> bool(np.allclose(biased, whole))
+    True
+    """
     if not _projects_halves(dense, inputs):
-        return tuple(ops.split(direct_call(dense, inputs), 2, axis=-1))
+        return tuple(ops.split(direct_call(dense, inputs), 2, axis=-1)), None
     inputs, kernel, bias = _dense_operands(dense, inputs)
-    return tuple(
-        _product(inputs, k, b) for k, b in _kernel_halves(kernel, bias)
+    halves = _kernel_halves(kernel, bias)
+    return (
+        tuple(matmul(inputs, k) for k, _ in halves),
+        tuple(b for _, b in halves),
     )
 
 
@@ -272,13 +309,6 @@ def _dense_operands(dense, inputs):
     kernel = ops.cast(dense.kernel, dense.compute_dtype)
     bias = ops.cast(dense.bias, dense.compute_dtype)
     return inputs, kernel, bias
-
-
-def _product(inputs, kernel, bias):
-    """`inputs @ kernel + bias` as `keras_gmlp.layers.Dense` computes it
-    under JAX and TensorFlow (the bias gradient summed in float32 under JAX
-    in low precision: `bias_add`)."""
-    return bias_add(matmul(inputs, kernel), bias)
 
 
 def _onednn_dense_gelu(inputs, kernel, bias):
@@ -472,4 +502,5 @@ def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
     # The XLA functions themselves, for gradients written by hand
     # (`keras_gmlp.layers.tensorflow_spatial_gate`).
     call.forward, call.backward = forward, backward
+    call.backward_with_bias = backward_with_bias
     return call

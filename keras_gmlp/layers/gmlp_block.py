@@ -7,6 +7,7 @@ from keras_gmlp.layers.drop_path import DropPath
 from keras_gmlp.layers.gelu import dense_gelu
 from keras_gmlp.layers.gelu import split_dense
 from keras_gmlp.layers.gelu import split_dense_gelu
+from keras_gmlp.layers.gelu import split_products
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
@@ -198,7 +199,15 @@ class GMLPBlock(keras.layers.Layer):
             # "activations")`). Under JAX and TensorFlow two products, one
             # per half (`split_dense`); eager torch runs one faster
             # (`split_dense_gelu`).
-            if backend != "torch":
+            # TensorFlow's gate adds the halves' biases itself, to sum
+            # their gradients in its gradient functions
+            # (`split_products`).
+            biases = None
+            if recomputes_tensorflow:
+                projected, biases = split_products(
+                    self.channel_projection_in, normalized
+                )
+            elif backend != "torch":
                 projected = split_dense(self.channel_projection_in, normalized)
             else:
                 projected = direct_call(self.channel_projection_in, normalized)
@@ -208,6 +217,7 @@ class GMLPBlock(keras.layers.Layer):
                 method="call_on_projection",
                 attention=attention,
                 output_projection=self.channel_projection_out,
+                hidden_biases=biases,
             )
         else:
             if self.gating == "split":

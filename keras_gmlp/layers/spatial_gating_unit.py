@@ -552,7 +552,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         return self._gate(u, v, attention)
 
     def call_on_projection(
-        self, hidden, attention=None, output_projection=None
+        self, hidden, attention=None, output_projection=None, hidden_biases=None
     ):
         """`call` of `gelu(hidden)`: the gMLP block's first projection
         before its GELU, `(batch, tokens, channels)`; with
@@ -586,7 +586,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         (`keras_gmlp.layers.tensorflow_spatial_gate`) for a unit made
         under `keras.RematScope(mode="activations")` (or by a block made
         under it) only: there it costs time (gMLP-Ti training at batch 32
-        0.91x as fast in float32, 0.89x in bfloat16) for memory (the first
+        0.93x as fast in float32, 0.91x in bfloat16) for memory (the first
         steps' peak RSS 0.86x timm's instead of 1.34x;
         `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
         AMX). Every other case is `call_on_halves` of the GELU's halves,
@@ -601,6 +601,12 @@ class SpatialGatingUnit(keras.layers.Layer):
                 added to the token product (aMLP).
             output_projection: `None` or a built Dense applied to the
                 unit's output.
+            hidden_biases: `None` or, with `hidden` the pair, the pair of
+                biases `(channels / 2,)` its halves take, `hidden` then the
+                products before them
+                (`keras_gmlp.layers.gelu.split_products`). TensorFlow's
+                recomputing gate sums their gradients in its own gradient
+                functions.
         """
         pair = isinstance(hidden, (tuple, list))
         if pair and (self.gating != "split" or len(hidden) != 2):
@@ -609,8 +615,18 @@ class SpatialGatingUnit(keras.layers.Layer):
                 "gating='split', the pair (u's projection, v's); received "
                 f"{len(hidden)} tensors with gating={self.gating!r}."
             )
+        if hidden_biases is not None and (not pair or len(hidden_biases) != 2):
+            raise ValueError(
+                "`hidden_biases` is the pair of biases of `hidden`'s two "
+                f"halves; received {len(hidden_biases)} biases with "
+                f"{'a pair' if pair else 'one tensor'} as `hidden`."
+            )
         first = hidden[0] if pair else hidden
         length = first.shape[-2]
+        recomputes_tensorflow = self._recomputes_tensorflow(first, length)
+        if hidden_biases is not None and not recomputes_tensorflow:
+            hidden = tuple(map(bias_add, hidden, hidden_biases))
+            hidden_biases = None
         if self._recomputes_jax(first, length):
             self._check_length(length)
             return self._jax_recomputed_gate(
@@ -620,15 +636,18 @@ class SpatialGatingUnit(keras.layers.Layer):
                 output_projection,
             )
         recomputes_torch = not pair and self._recomputes_torch(hidden, length)
-        if recomputes_torch or self._recomputes_tensorflow(first, length):
+        if recomputes_torch or recomputes_tensorflow:
             self._check_length(length)
             if recomputes_torch:
                 from keras_gmlp.layers.torch_spatial_gate import (
                     recomputed_spatial_gate,
                 )
             else:
-                from keras_gmlp.layers.tensorflow_spatial_gate import (
-                    recomputed_spatial_gate,
+                from keras_gmlp.layers import tensorflow_spatial_gate
+
+                recomputed_spatial_gate = functools.partial(
+                    tensorflow_spatial_gate.recomputed_spatial_gate,
+                    hidden_biases=hidden_biases,
                 )
 
             first = ops.convert_to_tensor(first)

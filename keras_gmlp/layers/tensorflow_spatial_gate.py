@@ -11,6 +11,7 @@ import tensorflow as tf
 from keras_gmlp.layers.gelu import _tensorflow_cdf_and_density
 from keras_gmlp.layers.gelu import _tensorflow_gelu
 from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
+from keras_gmlp.layers.layer_normalization import column_sum
 from keras_gmlp.layers.xla_functions import widened
 
 
@@ -24,11 +25,13 @@ def recomputed_spatial_gate(
     attention,
     kernel=None,
     projection_bias=None,
+    hidden_biases=None,
 ):
     """`u * (W @ LayerNorm(v) + b [+ attention])`, `u` and `v` the GELUs of
-    `hidden`'s halves, and that times `kernel` plus `projection_bias` if
-    given (the block's second projection), keeping only `hidden` and
-    `W @ LayerNorm(v) + b` for the backward pass.
+    `hidden`'s halves (plus `hidden_biases` if given), and that times
+    `kernel` plus `projection_bias` if given (the block's second
+    projection), keeping only `hidden` and `W @ LayerNorm(v) + b` for the
+    backward pass.
 
     Under a `tf.GradientTape`, TensorFlow keeps every tensor a gradient
     reads: both halves of the GELU's input and output, the normalised
@@ -45,6 +48,10 @@ def recomputed_spatial_gate(
       gradient), with the forward pass's functions, then the norm's and
       the GELU's own gradient functions.
 
+    With `hidden_biases` the gradient functions of `u`'s and `v`'s halves
+    also sum their biases' gradients, as `keras_gmlp.layers.gelu.
+    biased_gelu` does (no TensorFlow `Sum` over the expanded activations).
+
     Each value is rounded to the compute dtype where the usual call
     rounds it: outputs and gradients are the usual call's up to float32
     rounding.
@@ -53,7 +60,7 @@ def recomputed_spatial_gate(
     It trades time for memory under TensorFlow: gMLP-Ti/16 training at
     batch 32 on an idle 2-core Xeon with AMX, the first steps' peak RSS
     0.86x timm's instead of 1.34x (gMLP-S/16 0.67x instead of 1.10x), and
-    the steps 0.91x (float32) and 0.89x (bfloat16) as fast
+    the steps 0.93x (float32) and 0.91x (bfloat16) as fast
     (`benchmarks/tensorflow_spatial_gate.py`, `benchmarks/memory.py`).
     First-order gradients only.
 
@@ -71,6 +78,9 @@ def recomputed_spatial_gate(
             product (aMLP), in `hidden`'s dtype.
         kernel: `None` or a tensor `(c, d)` in `hidden`'s dtype.
         projection_bias: `None` or a tensor `(d,)`, with `kernel`.
+        hidden_biases: `None` or, with `hidden` a pair, the pair of biases
+            `(c,)` added to its halves (`hidden` then the products before
+            them: `keras_gmlp.layers.gelu.split_products`).
 
     Returns:
         Tensor `(batch, tokens, c)`, or `(batch, tokens, d)` with `kernel`,
@@ -78,15 +88,23 @@ def recomputed_spatial_gate(
     """
     if isinstance(hidden, (tuple, list)):
         hidden_u, hidden_v = hidden
+    elif hidden_biases is not None:
+        raise ValueError(
+            "`hidden_biases` go with `hidden` as the pair of its halves; "
+            f"received one tensor of shape {tuple(hidden.shape)}."
+        )
     else:
         hidden_u, hidden_v = tf.split(hidden, 2, axis=-1)
     tensors = [hidden_u, hidden_v, gamma, beta, weight, bias]
     has_attention = attention is not None
     has_projection = kernel is not None
+    has_hidden_biases = hidden_biases is not None
     if has_attention:
         tensors.append(attention)
     if has_projection:
         tensors += [kernel, projection_bias]
+    if has_hidden_biases:
+        tensors += list(hidden_biases)
     # Variables are read here: a custom gradient must not read any.
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     functions = _gate_functions()
@@ -97,6 +115,11 @@ def recomputed_spatial_gate(
         hidden_u, hidden_v, gamma, beta, weight, bias = tensors[:6]
         rest = list(tensors[6:])
         added = rest.pop(0) if has_attention else None
+        if has_hidden_biases:
+            # The adds `bias_add` makes; their sums are the halves kept.
+            hidden_u = hidden_u + rest[-2]
+            hidden_v = hidden_v + rest[-1]
+            rest = rest[:-2]
         u = functions.gelu(hidden_u)
         z = functions.layer_norm(functions.gelu(hidden_v), gamma, beta, epsilon)
         mixed = tf.matmul(weight, z) + bias[:, None]
@@ -115,8 +138,8 @@ def recomputed_spatial_gate(
                     tf.matmul(rows, projection_kernel, transpose_b=True),
                     tf.shape(mixed),
                 )
-                gated, by_mixed, by_hidden_u = functions.gated_half(
-                    hidden_u, mixed, by_gated, True
+                gated, by_mixed, *by_hidden_u = functions.gated_half(
+                    hidden_u, mixed, by_gated, True, has_hidden_biases
                 )
                 gated_rows = tf.reshape(gated, (-1, gated.shape[-1]))
                 by_projection = [
@@ -124,8 +147,8 @@ def recomputed_spatial_gate(
                     _float32_sum(rows, [0], rows.dtype),
                 ]
             else:
-                by_mixed, by_hidden_u = functions.gated_half(
-                    hidden_u, mixed, upstream, False
+                by_mixed, *by_hidden_u = functions.gated_half(
+                    hidden_u, mixed, upstream, False, has_hidden_biases
                 )
             # Recomputed once the backward pass has begun (TensorFlow's
             # executor runs an op as soon as its inputs are ready, so
@@ -144,17 +167,24 @@ def recomputed_spatial_gate(
             by_v, by_gamma, by_beta = functions.layer_norm_gradient(
                 v, gamma, epsilon, by_z
             )
-            by_hidden_v = functions.gelu_gradient(hidden_v, by_v)
+            if has_hidden_biases:
+                by_hidden_v = functions.biased_gelu_gradient(hidden_v, by_v)
+            else:
+                by_hidden_v = [functions.gelu_gradient(hidden_v, by_v)]
+            # With the biases, each half's is its input's gradient, then
+            # its bias's.
             by_attention = [by_mixed] if has_attention else []
             return [
-                by_hidden_u,
-                by_hidden_v,
+                by_hidden_u[0],
+                by_hidden_v[0],
                 by_gamma,
                 by_beta,
                 by_weight,
                 by_bias,
                 *by_attention,
                 *by_projection,
+                *by_hidden_u[1:],
+                *by_hidden_v[1:],
             ]
 
         return output, backward
@@ -189,14 +219,16 @@ class _GateFunctions:
         layer_norm = _tensorflow_layer_norm()
         self.gelu = gelu.forward
         self.gelu_gradient = gelu.backward
+        self.biased_gelu_gradient = gelu.backward_with_bias
         self.layer_norm = layer_norm.forward
         self.layer_norm_gradient = layer_norm.backward
         cdf_and_density = _tensorflow_cdf_and_density
 
         @tf.function(jit_compile=True, autograph=False)
-        def gated_half(hidden_u, mixed, by_gated, with_gated):
+        def gated_half(hidden_u, mixed, by_gated, with_gated, with_bias):
             """`(u * mixed,)` if `with_gated`, then the gradients of
-            `mixed` and `hidden_u` for `by_gated`, the gated output's.
+            `mixed` and `hidden_u` for `by_gated`, the gated output's, and
+            if `with_bias` the latter's sum over the rows (its bias's).
             Rounded to the dtype where the unit's usual call rounds."""
             dtype = hidden_u.dtype
             y = widened(hidden_u)
@@ -208,7 +240,12 @@ class _GateFunctions:
             by_u = widened(tf.cast(upstream * product, dtype))
             by_hidden_u = tf.cast(by_u * (cdf + y * density), dtype)
             gated = (tf.cast(u * product, dtype),) if with_gated else ()
-            return (*gated, by_mixed, by_hidden_u)
+            by_bias = (
+                (tf.cast(column_sum(widened(by_hidden_u)), dtype),)
+                if with_bias
+                else ()
+            )
+            return (*gated, by_mixed, by_hidden_u, *by_bias)
 
         self.gated_half = gated_half
 

@@ -37,14 +37,18 @@ def test_matches_numpy_formula(spatial, training, shape, rng):
     np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("remat", [False, True])
 @pytest.mark.parametrize("method", ["matmul", "fft"])
-def test_call_on_projection_of_the_halves_apart(method, rng):
+def test_call_on_projection_of_the_halves_apart(method, remat, rng):
     # The gMLP block's first projection before its GELU, whole or (JAX
-    # training) as its two halves: the unit gates the GELU of each. With
-    # gradients recorded under torch and always under JAX the matmul
-    # product takes the recomputing gate; the FFT the usual call.
+    # training) as its two halves, or (TensorFlow's recomputing gate,
+    # `remat`) as its halves' products and biases: the unit gates the GELU
+    # of each. With gradients recorded under torch and always under JAX
+    # the matmul product takes the recomputing gate; the FFT the usual
+    # call.
     hidden = rng.normal(size=(2, 7, 10)).astype("float32")
-    layer = SpatialGatingUnit(spatial="toeplitz", toeplitz_method=method)
+    with keras.RematScope(mode="activations" if remat else None):
+        layer = SpatialGatingUnit(spatial="toeplitz", toeplitz_method=method)
     layer.build(hidden.shape)
     randomize_weights(layer, rng)
     kernel, bias, gamma, beta = numpy_weights(layer)
@@ -53,15 +57,23 @@ def test_call_on_projection_of_the_halves_apart(method, rng):
         reference.gelu(hidden), weight, bias, gamma, beta
     )
     pair = (hidden[..., :5], hidden[..., 5:])
-    for projection in (hidden, pair):
+    biases = tuple(rng.normal(size=(2, 5)).astype("float32"))
+    products = tuple(h - b for h, b in zip(pair, biases, strict=True))
+    for projection, hidden_biases in (
+        (hidden, None),
+        (pair, None),
+        (products, biases),
+    ):
         output = keras.ops.convert_to_numpy(
-            layer.call_on_projection(projection)
+            layer.call_on_projection(projection, hidden_biases=hidden_biases)
         )
         np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
     additive = SpatialGatingUnit(gating="additive")
     additive.build(hidden.shape)
     with pytest.raises(ValueError, match="gating='additive'"):
         additive.call_on_projection(pair)
+    with pytest.raises(ValueError, match="received 2 biases with one tensor"):
+        layer.call_on_projection(hidden, hidden_biases=biases)
 
 
 def test_attention_is_added_before_the_gate(rng):

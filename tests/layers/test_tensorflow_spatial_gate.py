@@ -127,6 +127,32 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
     assert gates == 0
 
 
+def test_gate_sums_the_first_projection_bias_gradients_itself(rng):
+    # The halves' bias gradients come out of the gate's gradient functions
+    # (`hidden_biases`): the only TensorFlow `Sum` over a `(batch, tokens,
+    # gate channels)` tensor left is the token bias's, inside the gate.
+    import tensorflow as tf
+
+    x = tf.constant(rng.normal(size=(2, 5, 8)), "float32")
+    block = rematerialized_block(ffn_dim=12)
+    block.build(x.shape)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(block(x, training=True))
+        return tape.gradient(loss, [x] + block.trainable_variables)
+
+    graph = gradients.get_concrete_function().graph
+    sums = [
+        op.name
+        for op in graph.get_operations()
+        if op.type == "Sum" and op.inputs[0].shape.as_list() == [2, 5, 6]
+    ]
+    assert len(sums) == 1, sums
+
+
 def test_output_projection_with_lora_is_applied_after_the_gate(rng):
     # Only a plain Dense is folded into the recomputing gate; one with
     # LoRA runs its own call on the gate's output.
