@@ -188,10 +188,18 @@ class GMLPBlock(keras.layers.Layer):
             and xla_functions_enabled()
             and self.spatial_gating_unit.rematerializes_activations
         )
+        infers_tensorflow = (
+            not training
+            and self.gating == "split"
+            and self.spatial_gating_unit.takes_tensorflow_inference_gate(
+                normalized
+            )
+        )
         if self.gating == "split" and (
             backend == "torch"
             or (backend == "jax" and training)
             or recomputes_tensorflow
+            or infers_tensorflow
         ):
             # The projection before its GELU: the unit's training call
             # recomputes the GELU (`call_on_projection`; under TensorFlow
@@ -199,11 +207,12 @@ class GMLPBlock(keras.layers.Layer):
             # "activations")`). Under JAX and TensorFlow two products, one
             # per half (`split_dense`); eager torch runs one faster
             # (`split_dense_gelu`).
-            # TensorFlow's gate adds the halves' biases itself, to sum
-            # their gradients in its gradient functions
-            # (`split_products`).
+            # TensorFlow's gates add the halves' biases themselves
+            # (`split_products`): the recomputing one to sum their
+            # gradients in its gradient functions, the bfloat16 inference
+            # one with the GELUs in its XLA functions.
             biases = None
-            if recomputes_tensorflow:
+            if recomputes_tensorflow or infers_tensorflow:
                 projected, biases = split_products(
                     self.channel_projection_in, normalized
                 )
@@ -218,6 +227,7 @@ class GMLPBlock(keras.layers.Layer):
                 attention=attention,
                 output_projection=self.channel_projection_out,
                 hidden_biases=biases,
+                training=bool(training),
             )
         else:
             if self.gating == "split":

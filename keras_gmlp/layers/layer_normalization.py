@@ -84,6 +84,30 @@ def column_sum(x, split=8):
     return tf.reduce_sum(added, axis=0)
 
 
+def tensorflow_normalized(x, epsilon):
+    """`((x - mean) * inverse_std, inverse_std)` of a TensorFlow tensor over
+    its last axis, `inverse_std = 1 / sqrt(variance + epsilon)`: the
+    LayerNormalization's XLA functions' normalisation."""
+    import tensorflow as tf
+
+    centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
+    variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
+    inverse_std = tf.math.rsqrt(variance + epsilon)
+    return centered * inverse_std, inverse_std
+
+
+def tensorflow_affine_normalized(x, gamma, beta, epsilon):
+    """`normalize(x) * gamma + beta` over the last axis of a TensorFlow
+    tensor, computed in float32 at least and cast to `x`'s dtype: the
+    LayerNormalization's forward pass, for XLA functions."""
+    import tensorflow as tf
+
+    y = widened(x)
+    normal, _ = tensorflow_normalized(y, tf.cast(epsilon, y.dtype))
+    outputs = normal * tf.cast(gamma, y.dtype) + tf.cast(beta, y.dtype)
+    return tf.cast(outputs, x.dtype)
+
+
 @functools.cache
 def _tensorflow_layer_norm(sum_rows=column_sum):
     """`normalize(x) * gamma + beta` over the last axis as TensorFlow
@@ -99,23 +123,16 @@ def _tensorflow_layer_norm(sum_rows=column_sum):
     """
     import tensorflow as tf
 
-    def normalized(x, epsilon):
-        centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-        variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
-        inverse_std = tf.math.rsqrt(variance + epsilon)
-        return centered * inverse_std, inverse_std
-
     @tf.function(jit_compile=True, autograph=False)
     def forward(x, gamma, beta, epsilon):
-        y = widened(x)
-        normal, _ = normalized(y, tf.cast(epsilon, y.dtype))
-        outputs = normal * tf.cast(gamma, y.dtype) + tf.cast(beta, y.dtype)
-        return tf.cast(outputs, x.dtype)
+        return tensorflow_affine_normalized(x, gamma, beta, epsilon)
 
     @tf.function(jit_compile=True, autograph=False)
     def backward(x, gamma, epsilon, upstream):
         y = widened(x)
-        normal, inverse_std = normalized(y, tf.cast(epsilon, y.dtype))
+        normal, inverse_std = tensorflow_normalized(
+            y, tf.cast(epsilon, y.dtype)
+        )
         upstream = tf.cast(upstream, y.dtype)
         gamma_gradient = sum_rows(upstream * normal)
         beta_gradient = sum_rows(upstream)

@@ -552,7 +552,12 @@ class SpatialGatingUnit(keras.layers.Layer):
         return self._gate(u, v, attention)
 
     def call_on_projection(
-        self, hidden, attention=None, output_projection=None, hidden_biases=None
+        self,
+        hidden,
+        attention=None,
+        output_projection=None,
+        hidden_biases=None,
+        training=None,
     ):
         """`call` of `gelu(hidden)`: the gMLP block's first projection
         before its GELU, `(batch, tokens, channels)`; with
@@ -589,8 +594,13 @@ class SpatialGatingUnit(keras.layers.Layer):
         0.93x as fast in float32, 0.91x in bfloat16) for memory (the first
         steps' peak RSS 0.86x timm's instead of 1.34x;
         `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
-        AMX). Every other case is `call_on_halves` of the GELU's halves,
-        then `output_projection` if given.
+        AMX). Under TensorFlow outside training, under a bfloat16 policy,
+        the halves' products with their biases apart are the products of
+        plain `MatMul`s, whose biases and GELUs the norm's and the
+        gating's XLA functions compute
+        (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
+        Every other case is `call_on_halves` of the GELU's halves, then
+        `output_projection` if given.
 
         Args:
             hidden: tensor `(batch, tokens, channels)`, or for the split
@@ -606,7 +616,14 @@ class SpatialGatingUnit(keras.layers.Layer):
                 products before them
                 (`keras_gmlp.layers.gelu.split_products`). TensorFlow's
                 recomputing gate sums their gradients in its own gradient
-                functions.
+                functions; TensorFlow's bfloat16 inference gate adds them
+                in its XLA functions.
+            training: bool or `None`. Under TensorFlow, `True` takes the
+                recomputing gate (for a unit made under the scope) and
+                never the inference gate; `False` the inference gate
+                (bfloat16, with `hidden_biases`) and never the recomputing
+                one; `None` the recomputing gate for a unit made under the
+                scope, else the inference gate.
         """
         pair = isinstance(hidden, (tuple, list))
         if pair and (self.gating != "split" or len(hidden) != 2):
@@ -623,7 +640,35 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
         first = hidden[0] if pair else hidden
         length = first.shape[-2]
-        recomputes_tensorflow = self._recomputes_tensorflow(first, length)
+        recomputes_tensorflow = (
+            training is not False and self._recomputes_tensorflow(first, length)
+        )
+        if (
+            not training
+            and not recomputes_tensorflow
+            and hidden_biases is not None
+            and self.takes_tensorflow_inference_gate(first)
+        ):
+            from keras_gmlp.layers import tensorflow_spatial_gate
+
+            self._check_length(length)
+            product_weights, _ = self._recomputed_operands(
+                length, first.dtype, None
+            )
+            if attention is not None:
+                attention = ops.cast(attention, first.dtype)
+            gated = tensorflow_spatial_gate.inference_spatial_gate(
+                hidden,
+                hidden_biases,
+                self.norm.gamma.value,
+                self.norm.beta.value,
+                self.norm.epsilon,
+                *product_weights,
+                attention,
+            )
+            if output_projection is None:
+                return gated
+            return direct_call(output_projection, gated)
         if hidden_biases is not None and not recomputes_tensorflow:
             hidden = tuple(map(bias_add, hidden, hidden_biases))
             hidden_biases = None
@@ -752,6 +797,18 @@ class SpatialGatingUnit(keras.layers.Layer):
             xla_functions_enabled()
             and self.rematerializes_activations
             and self._recomputable_3d(hidden, length)
+        )
+
+    def takes_tensorflow_inference_gate(self, hidden):
+        """Whether `call_on_projection` of `hidden` (or of a tensor of its
+        shape and dtype), its biases apart and outside training, takes
+        TensorFlow's bfloat16 inference gate: the XLA functions' path (not
+        exports), bfloat16 `(batch, tokens, channels)`, and what the
+        recomputing gates need."""
+        return (
+            xla_functions_enabled()
+            and self._recomputable_3d(hidden, hidden.shape[-2])
+            and keras.backend.standardize_dtype(hidden.dtype) == "bfloat16"
         )
 
     def _recomputable_3d(self, hidden, length):

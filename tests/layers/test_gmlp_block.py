@@ -33,9 +33,14 @@ def block_reference(block, x):
             array(attn.output_projection.bias),
         )
     sgu = block.spatial_gating_unit
+    weight = array(sgu.kernel)
+    if sgu.spatial == "toeplitz":
+        weight = reference.toeplitz(weight, x.shape[-2])
+    if sgu.causal:
+        weight = np.tril(weight)
     gated = reference.spatial_gating(
         expanded,
-        array(sgu.kernel),
+        weight,
         array(sgu.bias),
         array(sgu.norm.gamma),
         array(sgu.norm.beta),
@@ -45,15 +50,22 @@ def block_reference(block, x):
     return x + gated @ array(out.kernel) + array(out.bias)
 
 
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("attention_dim", [None, 4])
-def test_matches_numpy_reference(attention_dim, rng):
+def test_matches_numpy_reference(attention_dim, policy, rng):
+    # Under TensorFlow the bfloat16 inference call takes its own gate
+    # (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
     x = rng.normal(size=(2, 6, 8)).astype("float32")
-    block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim)
+    block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim, dtype=policy)
     block.build(x.shape)
     randomize_weights(block, rng, scale=0.3)
-    np.testing.assert_allclose(
-        array(block(x)), block_reference(block, x), rtol=1e-4, atol=1e-4
-    )
+    expected = block_reference(block, x.astype("float64"))
+    tolerance = 1e-4 if policy == "float32" else 2e-2
+    for training in (False, True):
+        outputs = array(block(x, training=training)).astype("float64")
+        np.testing.assert_allclose(
+            outputs, expected, rtol=0, atol=tolerance * np.abs(expected).max()
+        )
 
 
 def test_initial_block_is_residual_feed_forward(rng):
@@ -153,6 +165,7 @@ def test_numpy_block_gradients_match_finite_differences(rng):
         )
 
 
+@pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize(
     "spatial, causal, method",
@@ -162,12 +175,17 @@ def test_numpy_block_gradients_match_finite_differences(rng):
         ("toeplitz", True, "fft"),
     ],
 )
-def test_gradients_match_numpy_reference(spatial, causal, method, policy, rng):
+def test_gradients_match_numpy_reference(
+    spatial, causal, method, policy, training, rng
+):
     # Under torch and in JAX training the gate recomputes its GELU and
     # norm in the backward pass (`keras_gmlp.layers.torch_spatial_gate`,
     # `jax_spatial_gate`), under JAX from the projection's halves taken
     # apart (`split_dense`); the FFT product takes the unit's usual call.
-    # Every backend's gradients must be the chain rule's.
+    # Under TensorFlow outside training a bfloat16 block takes the
+    # inference gate's XLA functions, which TensorFlow differentiates
+    # itself (a model fine-tuned in inference mode). Every backend's
+    # gradients must be the chain rule's.
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12, spatial=spatial, causal=causal, dtype=policy)
     block.build(x.shape)
@@ -209,7 +227,7 @@ def test_gradients_match_numpy_reference(spatial, causal, method, policy, rng):
         x,
         upstream.astype("float32"),
         list(variables.values()),
-        training=True,
+        training=training,
     )
     tolerance = 1e-5 if policy == "float32" else 3e-2
     for name, value in zip(["x", *variables], got, strict=True):

@@ -1,4 +1,5 @@
-"""The spatial gating unit's recomputing training call under TensorFlow."""
+"""The spatial gating unit's recomputing training call and bfloat16
+inference gate under TensorFlow."""
 
 import json
 import os
@@ -125,6 +126,119 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
     default.build(x.shape)
     _, gates = counting_gates(lambda: default(x, training=True))
     assert gates == 0
+
+
+def counting_inference_gates(function):
+    """`(function(), how many inference gates it built)`."""
+    from keras_gmlp.layers import tensorflow_spatial_gate
+
+    original = tensorflow_spatial_gate.inference_spatial_gate
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(1)
+        return original(*args, **kwargs)
+
+    tensorflow_spatial_gate.inference_spatial_gate = counted
+    try:
+        return function(), len(built)
+    finally:
+        tensorflow_spatial_gate.inference_spatial_gate = original
+
+
+@pytest.mark.parametrize("attention_dim", [None, 4])
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_bfloat16_inference_gate_matches_numpy(spatial, attention_dim, rng):
+    # Traced as Keras' `predict` traces it: the projection's halves are
+    # plain `MatMul`s, their biases and GELUs in the gate's XLA functions,
+    # with no fused oneDNN kernel or TensorFlow GELU left.
+    import tensorflow as tf
+
+    from tests.layers.test_gmlp_block import block_reference
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(
+        ffn_dim=12,
+        attention_dim=attention_dim,
+        spatial=spatial,
+        dtype="mixed_bfloat16",
+    )
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    infer = tf.function(lambda x: block(x, training=False))
+    outputs, gates = counting_inference_gates(lambda: infer(tf.constant(x)))
+    assert gates == 1
+    graph = infer.get_concrete_function(tf.constant(x)).graph
+    kinds = {op.type for op in graph.get_operations()}
+    assert "Gelu" not in kinds and "_FusedMatMul" not in kinds
+    expected = block_reference(block, x.astype("float64"))
+    np.testing.assert_allclose(
+        outputs.numpy().astype("float64"),
+        expected,
+        rtol=0,
+        atol=2e-2 * np.abs(expected).max(),
+    )
+
+
+def test_inference_gate_in_bfloat16_inference_only(rng):
+    from keras_gmlp.layers.xla_functions import portable_ops
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+
+    def gates(policy="mixed_bfloat16", training=False, method=None, **kwargs):
+        block = GMLPBlock(ffn_dim=12, dtype=policy, **kwargs)
+        block.build(x.shape)
+        if method is not None:
+            block.spatial_gating_unit.toeplitz_method = method
+        return counting_inference_gates(lambda: block(x, training=training))[1]
+
+    assert gates() == 1
+    assert gates(spatial="toeplitz", method="matmul") == 1
+    assert gates(training=True) == 0
+    assert gates(policy="float32") == 0
+    assert gates(policy="mixed_float16") == 0
+    # The FFT product takes the usual call.
+    assert gates(spatial="toeplitz", method="fft") == 0
+    with portable_ops():
+        assert gates() == 0
+    # A block made under the scope recomputes in training only.
+    with keras.RematScope(mode="activations"):
+        assert gates() == 1
+        assert gates(training=True) == 0
+
+
+def test_call_on_projection_takes_the_gate_as_asked(rng):
+    # `training=None`, a direct call: the recomputing gate for a unit made
+    # under the scope, else the inference gate.
+    products = tuple(
+        rng.normal(size=(2, 6, 5)).astype("bfloat16") for _ in range(2)
+    )
+    biases = tuple(rng.normal(size=(5,)).astype("bfloat16") for _ in range(2))
+    default = SpatialGatingUnit(dtype="mixed_bfloat16")
+    with keras.RematScope(mode="activations"):
+        rematerialized = SpatialGatingUnit(dtype="mixed_bfloat16")
+    counts = {}
+    for name, unit in (("default", default), ("remat", rematerialized)):
+        unit.build((2, 6, 10))
+        for training in (None, False, True):
+
+            def call(unit=unit, training=training):
+                return unit.call_on_projection(
+                    products, hidden_biases=biases, training=training
+                )
+
+            (_, inference), recomputing = counting_gates(
+                lambda call=call: counting_inference_gates(call)
+            )
+            counts[name, training] = (inference, recomputing)
+    assert counts == {
+        ("default", None): (1, 0),
+        ("default", False): (1, 0),
+        ("default", True): (0, 0),
+        ("remat", None): (0, 1),
+        ("remat", False): (1, 0),
+        ("remat", True): (0, 1),
+    }
 
 
 def test_gate_sums_the_first_projection_bias_gradients_itself(rng):
