@@ -61,22 +61,28 @@ def with_autograd(function):
         SpatialGatingUnit._recomputes_tensorflow = original
 
 
-def counting_gates(function):
-    """`(function(), how many recomputing gates it built)`."""
+def counting_built(name, function):
+    """`(function(), how many gates it built with
+    `tensorflow_spatial_gate.<name>`)`."""
     from keras_gmlp.layers import tensorflow_spatial_gate
 
-    original = tensorflow_spatial_gate.recomputed_spatial_gate
+    original = getattr(tensorflow_spatial_gate, name)
     built = []
 
     def counted(*args, **kwargs):
         built.append(1)
         return original(*args, **kwargs)
 
-    tensorflow_spatial_gate.recomputed_spatial_gate = counted
+    setattr(tensorflow_spatial_gate, name, counted)
     try:
         return function(), len(built)
     finally:
-        tensorflow_spatial_gate.recomputed_spatial_gate = original
+        setattr(tensorflow_spatial_gate, name, original)
+
+
+def counting_gates(function):
+    """`(function(), how many recomputing gates it built)`."""
+    return counting_built("recomputed_spatial_gate", function)
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
@@ -130,20 +136,7 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
 
 def counting_inference_gates(function):
     """`(function(), how many inference gates it built)`."""
-    from keras_gmlp.layers import tensorflow_spatial_gate
-
-    original = tensorflow_spatial_gate.inference_spatial_gate
-    built = []
-
-    def counted(*args, **kwargs):
-        built.append(1)
-        return original(*args, **kwargs)
-
-    tensorflow_spatial_gate.inference_spatial_gate = counted
-    try:
-        return function(), len(built)
-    finally:
-        tensorflow_spatial_gate.inference_spatial_gate = original
+    return counting_built("inference_spatial_gate", function)
 
 
 @pytest.mark.parametrize("attention_dim", [None, 4])
