@@ -643,33 +643,15 @@ class SpatialGatingUnit(keras.layers.Layer):
         recomputes_tensorflow = (
             training is not False and self._recomputes_tensorflow(first, length)
         )
-        if (
+        infers_tensorflow = (
             not training
             and not recomputes_tensorflow
             and hidden_biases is not None
             and self.takes_tensorflow_inference_gate(first)
+        )
+        if hidden_biases is not None and not (
+            recomputes_tensorflow or infers_tensorflow
         ):
-            from keras_gmlp.layers import tensorflow_spatial_gate
-
-            self._check_length(length)
-            product_weights, _ = self._recomputed_operands(
-                length, first.dtype, None
-            )
-            if attention is not None:
-                attention = ops.cast(attention, first.dtype)
-            gated = tensorflow_spatial_gate.inference_spatial_gate(
-                hidden,
-                hidden_biases,
-                self.norm.gamma.value,
-                self.norm.beta.value,
-                self.norm.epsilon,
-                *product_weights,
-                attention,
-            )
-            if output_projection is None:
-                return gated
-            return direct_call(output_projection, gated)
-        if hidden_biases is not None and not recomputes_tensorflow:
             hidden = tuple(map(bias_add, hidden, hidden_biases))
             hidden_biases = None
         if self._recomputes_jax(first, length):
@@ -714,6 +696,24 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
             if projection_weights:
                 return gated
+        elif infers_tensorflow:
+            from keras_gmlp.layers import tensorflow_spatial_gate
+
+            self._check_length(length)
+            product_weights, _ = self._recomputed_operands(
+                length, first.dtype, None
+            )
+            if attention is not None:
+                attention = ops.cast(attention, first.dtype)
+            gated = tensorflow_spatial_gate.inference_spatial_gate(
+                hidden,
+                hidden_biases,
+                self.norm.gamma.value,
+                self.norm.beta.value,
+                self.norm.epsilon,
+                *product_weights,
+                attention,
+            )
         else:
             u, v = map(gelu, hidden) if pair else self._halves(gelu(hidden))
             gated = self.call_on_halves(u, v, attention=attention)
