@@ -228,9 +228,10 @@ class TokenProduct(keras.layers.Layer):
 
 
 # `batched` is the unit's form (under JAX with a hand-written gradient for a
-# 3-D `v`, under TensorFlow `tf.matmul`'s own broadcast); a 4-D `v`
-# broadcasts over two axes.
-@pytest.mark.parametrize("shape", [(3, 7, 5), (2, 3, 7, 5)])
+# 3-D `v`, `W`'s as one dot per image up to 32 images, above as one dot;
+# under TensorFlow `tf.matmul`'s own broadcast); a 4-D `v` broadcasts over
+# two axes.
+@pytest.mark.parametrize("shape", [(3, 7, 5), (33, 7, 5), (2, 3, 7, 5)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batched", [False, True])
 def test_token_product_and_gradients_match_numpy(batched, dtype, shape, rng):
