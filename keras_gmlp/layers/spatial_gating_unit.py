@@ -283,23 +283,23 @@ def _jax_batched_product():
     return product
 
 
-# Batches up to this many images take `W`'s gradient as one 2-D dot per
-# image, larger or symbolic ones as one dot (`jax_weight_gradient`).
-PER_IMAGE_DOTS_UP_TO = 32
+# Batches up to this many examples take `W`'s gradient as one 2-D dot per
+# example, larger or symbolic ones as one dot (`jax_weight_gradient`).
+PER_EXAMPLE_DOTS_UP_TO = 32
 
 
 def jax_weight_gradient(upstream, v, dtype):
     """`sum_b upstream[b] @ v[b]^T` in `dtype`, as JAX arrays, accumulated
     in float32: the gradient of `W` in `W @ v[b]` (`_jax_batched_product`).
 
-    Up to `PER_IMAGE_DOTS_UP_TO` images, one 2-D dot per image: each reads
-    its image's rows in place. Above, or for a symbolic batch, one dot
-    contracting the batch and the channels, for which XLA copies both
-    operands to `(tokens, batch x channels)`: the per-image dots unroll the
+    Up to `PER_EXAMPLE_DOTS_UP_TO` examples, one 2-D dot per example: each
+    reads its example's rows in place. Above, or for a symbolic batch, one
+    dot contracting the batch and the channels, for which XLA copies both
+    operands to `(tokens, batch x channels)`: the per-example dots unroll the
     batch into the program, and XLA's compile time grows with it (a
     2-block classifier's first step at batch 512 took 17 s). Measured
     (`benchmarks/jax_weight_gradient.py`, the idle 2-core Xeon with AMX,
-    gMLP-Ti/16, x per-image dots): the compile 1.45x / 1.41x faster with
+    gMLP-Ti/16, x per-example dots): the compile 1.45x / 1.41x faster with
     one dot at batch 32 (float32 / bfloat16), 1.73x / 1.83x at 64; the
     training step 0.98x / 0.95x at 32, 0.98x / 1.00x at 64.
     """
@@ -307,7 +307,7 @@ def jax_weight_gradient(upstream, v, dtype):
     import jax.numpy as jnp
 
     batch_size = v.shape[0]
-    if isinstance(batch_size, int) and batch_size <= PER_IMAGE_DOTS_UP_TO:
+    if isinstance(batch_size, int) and batch_size <= PER_EXAMPLE_DOTS_UP_TO:
         gradient = sum(
             jax.lax.dot_general(
                 upstream[b],

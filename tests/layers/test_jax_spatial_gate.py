@@ -92,13 +92,13 @@ def test_block_projects_each_half_apart_in_training(rng):
 
 
 def test_training_program_does_not_grow_with_the_batch(rng):
-    # `W`'s gradient as one dot per image unrolls the batch into the
+    # `W`'s gradient as one dot per example unrolls the batch into the
     # program, and XLA's compile time grows with it (a 2-block classifier's
-    # first step at batch 512 took 17 s): above `PER_IMAGE_DOTS_UP_TO`
+    # first step at batch 512 took 17 s): above `PER_EXAMPLE_DOTS_UP_TO`
     # images it is one dot.
     import jax
 
-    from keras_gmlp.layers.spatial_gating_unit import PER_IMAGE_DOTS_UP_TO
+    from keras_gmlp.layers.spatial_gating_unit import PER_EXAMPLE_DOTS_UP_TO
 
     block = GMLPBlock(ffn_dim=12)
     block.build((None, 6, 8))
@@ -109,10 +109,10 @@ def test_training_program_does_not_grow_with_the_batch(rng):
         gradient = jax.jit(jax.grad(lambda *a: loss(*a)))
         return gradient.lower(trainable, x).as_text().count("dot_general")
 
-    larger = dots(PER_IMAGE_DOTS_UP_TO + 1)
-    assert dots(4 * PER_IMAGE_DOTS_UP_TO) == larger < 16
-    # Up to the bound, one dot per image.
-    assert dots(PER_IMAGE_DOTS_UP_TO) - dots(1) == PER_IMAGE_DOTS_UP_TO - 1
+    larger = dots(PER_EXAMPLE_DOTS_UP_TO + 1)
+    assert dots(4 * PER_EXAMPLE_DOTS_UP_TO) == larger < 16
+    # Up to the bound, one dot per example.
+    assert dots(PER_EXAMPLE_DOTS_UP_TO) - dots(1) == PER_EXAMPLE_DOTS_UP_TO - 1
 
 
 def test_keeps_less_for_the_backward_pass(rng):

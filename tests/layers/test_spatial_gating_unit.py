@@ -228,7 +228,7 @@ class TokenProduct(keras.layers.Layer):
 
 
 # `batched` is the unit's form (under JAX with a hand-written gradient for a
-# 3-D `v`, `W`'s as one dot per image up to 32 images, above as one dot;
+# 3-D `v`, `W`'s as one dot per example up to 32, above as one dot;
 # under TensorFlow `tf.matmul`'s own broadcast); a 4-D `v` broadcasts over
 # two axes.
 @pytest.mark.parametrize("shape", [(3, 7, 5), (33, 7, 5), (2, 3, 7, 5)])
