@@ -115,6 +115,33 @@ def test_training_program_does_not_grow_with_the_batch(rng):
     assert dots(PER_EXAMPLE_DOTS_UP_TO) - dots(1) == PER_EXAMPLE_DOTS_UP_TO - 1
 
 
+def test_training_program_writes_out_no_weight_broadcast(rng):
+    # Under JAX's own gradients XLA:CPU shares a norm's scale (and, in
+    # the gate's recomputation, its center) broadcast to the activations'
+    # shape between the forward and backward passes, and writes it out
+    # as an array between them; the backward passes now read the weights
+    # apart (`after_upstream`) and every broadcast stays in its fusion.
+    # The masked LM's `gmlp_tiny` sizes: XLA:CPU does not share them at
+    # smaller ones.
+    import re
+
+    import jax
+
+    x = rng.normal(size=(32, 128, 128)).astype("float32")
+    stack = keras.Sequential([GMLPBlock(ffn_dim=512) for _ in range(2)])
+    stack.build(x.shape)
+    loss, trainable = block_loss(stack, x, rng.normal(size=x.shape))
+    gradient = jax.jit(jax.grad(lambda *a: loss(*a)))
+    program = gradient.lower(trainable, x).compile().as_text()
+    entry = program.split("\nENTRY")[1]
+    parameters = set(re.findall(r"%([\w.]+) = \S+ parameter\(", entry))
+    broadcasts = re.findall(
+        r"%wrapped_broadcast[\w.]* = \S+ fusion\(%([\w.]+)\)", entry
+    )
+    assert len(parameters) >= len(trainable)
+    assert [p for p in broadcasts if p in parameters] == []
+
+
 def test_keeps_less_for_the_backward_pass(rng):
     # XLA's temporaries for the gradient of a stack of blocks, whose
     # kept activations add up: the recomputation must not be merged back
