@@ -31,8 +31,22 @@ alternated (`common.alternate`), medians of the per-round ratios.
 Inference does not change (no backward pass).
 
 Measured on the idle 2-core Xeon with AMX (model 167: AVX-512,
-AVX512-BF16, AMX), x `shared`: see the log, `benchmarks/README.md`,
-stop 43.
+AVX512-BF16, AMX), x `shared`, medians (rounds' range):
+
+- `--masked-lm`, `gmlp_tiny` (the recipe's loss and metrics, 4,096
+  tokens a batch, 9 rounds, `norm_weights_apart_masked_lm_xeon_amx_jax.json`):
+  1.03x (1.01-1.05) at n = 128, 1.02x (0.98-1.03) at 512. The 20
+  written-out broadcasts of the step at n = 128 became 8: constants,
+  and the final norm's scale, which XLA still writes out.
+- gMLP-Ti/16 at batch 32, 5 rounds
+  (`norm_weights_apart_xeon_amx_batch32_jax.json`): training 1.01x
+  (0.98-1.03) in float32, 1.03x (1.02-1.07) in `mixed_bfloat16`;
+  inference 1.01x and 0.98x (no backward pass: the same program). The
+  bfloat16 step's 97 written-out broadcasts became 7.
+- gMLP-S/16 at batch 32, 3 rounds
+  (`norm_weights_apart_xeon_amx_batch32_s16_jax.json`): training 1.02x
+  (1.01-1.03) in float32, **1.11x** (1.09-1.12) in `mixed_bfloat16`;
+  inference 1.00x and 1.02x.
 
 Usage:
     KERAS_BACKEND=jax python benchmarks/norm_weights_apart.py --batch-size 32

@@ -36,9 +36,9 @@ def recomputed_spatial_gate(
     gate's gradients are all NaN instead of partly so; a loss-scale
     optimizer skips such a step either way.) Without the norm's weights
     among them, XLA wrote out their broadcasts to the activations' shape
-    for the forward and backward fusions to share: with them, `gmlp_tiny`
-    masked-LM steps ran 1.01x as fast and gMLP-Ti training steps 1.00x
-    (float32) and 1.03x (bfloat16) (`benchmarks/norm_weights_apart.py`).
+    for the forward and backward fusions to share and kept them between
+    them (`benchmarks/norm_weights_apart.py`, measured with the
+    LayerNorm's scale read apart too).
 
     Args:
         gate_input: function of `(hidden, gamma, beta)` returning `(u, z)`,

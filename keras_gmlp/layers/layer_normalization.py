@@ -57,9 +57,12 @@ def _jax_scale():
     Under JAX's own gradient XLA:CPU broadcasts `gamma` to the
     activations' shape once, writes that array out, and keeps it from the
     forward pass's product to the gradient's: this way each broadcast
-    stays inside the fusion that reads it. gMLP-Ti training steps 1.04x
-    (float32) and 1.06x (bfloat16) as fast
-    (`benchmarks/norm_weights_apart.py`). The same products and sums.
+    stays inside the fusion that reads it. With the recomputing gate's
+    norm weights read apart too (`benchmarks/norm_weights_apart.py`, the
+    idle 2-core Xeon with AMX): `gmlp_tiny` masked-LM training steps 1.03x
+    as fast at n = 128 and 1.02x at 512; training steps at batch 32
+    1.01x (float32) and 1.03x (bfloat16) for gMLP-Ti/16, 1.02x and 1.11x
+    for gMLP-S/16. The same products and sums.
     """
     import jax
 
