@@ -8,7 +8,7 @@ import jax
 
 def after_upstream(tree, upstream):
     """`tree`'s arrays offset by `0 * upstream[0, ..., 0]`: the same values
-    (for a finite upstream gradient), which XLA can neither compute before
+    (for a finite first element), which XLA can neither compute before
     the backward pass nor merge with the forward pass's.
 
     A backward pass that reads a forward input again (to recompute from
@@ -18,8 +18,10 @@ def after_upstream(tree, upstream):
     activations (`jax_spatial_gate`), and the scale broadcast to the
     activations' shape is written out as an array that the forward and
     backward fusions both read, and kept between them, instead of being
-    fused into each. With a non-finite upstream gradient the result is
-    NaN, as the gradients that read it are anyway.
+    fused into each. Where the upstream gradient's first element is not
+    finite the result is NaN throughout, so the gradients that read it
+    are all NaN instead of partly so (a loss-scale optimizer skips such a
+    step either way).
 
     Args:
         tree: a JAX array or a pytree of them.
