@@ -298,6 +298,29 @@ def variant_ab(variant, baseline, candidate, args, name):
     )
 
 
+MASKED_LM_FLAG = "--masked-lm"
+
+
+def jax_image_or_masked_lm_ab(
+    doc, name, baseline, candidate, variant, precisions, lengths
+):
+    """The main of a JAX A/B: the gMLP-Ti (or `--model`) steps of
+    `common.run_ab` in `precisions`, or with `--masked-lm` the masked LM's
+    steps at `lengths` (`variant_ab`), after `reuse_freed_memory()` as the
+    `keras-gmlp` command runs JAX. Results:
+    `benchmarks/results/<name>[_masked_lm]<suffix>_jax.json`."""
+    from keras_gmlp.training import reuse_freed_memory
+
+    reuse_freed_memory()
+    if MASKED_LM_FLAG in sys.argv[1:]:
+        sys.argv.remove(MASKED_LM_FLAG)
+        args = variant_parser(doc, lengths).parse_args()
+        results = f"{name}_masked_lm{args.suffix}_{{backend}}"
+        variant_ab(variant, baseline, candidate, args, results)
+        return
+    common.run_ab(doc, name, baseline, candidate, precisions, "jax", variant)
+
+
 def measure_length(length, args):
     """The rows of one length, the BERT matched to the gMLP at it."""
     batch_size = max(1, args.batch_tokens // length)

@@ -66,7 +66,6 @@ from benchmarks import masked_lm_speed  # noqa: E402
 
 BASELINE = "shared"
 CANDIDATE = "apart"
-MASKED_LM_FLAG = "--masked-lm"
 
 
 def plain_scale():
@@ -103,29 +102,14 @@ def variant(name):
 
 def main():
     common.require_backend("jax", "the backward passes are JAX's.")
-    from keras_gmlp.training import reuse_freed_memory
-
-    # As the `keras-gmlp` command runs JAX.
-    reuse_freed_memory()
-    if MASKED_LM_FLAG in sys.argv[1:]:
-        sys.argv.remove(MASKED_LM_FLAG)
-        args = masked_lm_speed.variant_parser(__doc__, [128, 512]).parse_args()
-        masked_lm_speed.variant_ab(
-            variant,
-            BASELINE,
-            CANDIDATE,
-            args,
-            f"norm_weights_apart_masked_lm{args.suffix}_{{backend}}",
-        )
-        return
-    common.run_ab(
+    masked_lm_speed.jax_image_or_masked_lm_ab(
         __doc__,
         "norm_weights_apart",
         BASELINE,
         CANDIDATE,
-        ("float32", "mixed_bfloat16"),
-        "jax",
         variant,
+        ("float32", "mixed_bfloat16"),
+        [128, 512],
     )
 
 

@@ -61,7 +61,6 @@ from benchmarks import masked_lm_speed  # noqa: E402
 
 BASELINE = "batched"
 CANDIDATE = "rows"
-MASKED_LM_FLAG = "--masked-lm"
 
 
 def batched_matmul(x, y):
@@ -85,31 +84,14 @@ def variant(name):
 
 def main():
     common.require_backend("jax", "the product of the rows is JAX's.")
-    from keras_gmlp.training import reuse_freed_memory
-
-    # As the `keras-gmlp` command runs JAX.
-    reuse_freed_memory()
-    if MASKED_LM_FLAG in sys.argv[1:]:
-        sys.argv.remove(MASKED_LM_FLAG)
-        args = masked_lm_speed.variant_parser(
-            __doc__, [128, 512, 2048]
-        ).parse_args()
-        masked_lm_speed.variant_ab(
-            variant,
-            BASELINE,
-            CANDIDATE,
-            args,
-            f"row_matmul_masked_lm{args.suffix}_{{backend}}",
-        )
-        return
-    common.run_ab(
+    masked_lm_speed.jax_image_or_masked_lm_ab(
         __doc__,
         "row_matmul",
         BASELINE,
         CANDIDATE,
-        ("float32",),
-        "jax",
         variant,
+        ("float32",),
+        [128, 512, 2048],
     )
 
 
