@@ -56,7 +56,7 @@ def _jax_scale():
 
     Under JAX's own gradient XLA:CPU broadcasts `gamma` to the
     activations' shape once, writes that array out, and keeps it from the
-    forward pass's product to the gradient's: this way each broadcast
+    forward pass's product to the gradient's. Read apart, each broadcast
     stays inside the fusion that reads it. With the recomputing gate's
     norm weights read apart too (`benchmarks/norm_weights_apart.py`, the
     idle 2-core Xeon with AMX): `gmlp_tiny` masked-LM training steps 1.03x
