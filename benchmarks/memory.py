@@ -379,7 +379,8 @@ def main():
         rows.extend(model_rows)
     machine = common.cpu_info()
     print(
-        f"\n{machine['model']}, flags {' '.join(machine['flags'])}; batch "
+        f"\n{common.cpu_name(machine)}, flags "
+        f"{' '.join(machine['flags'])}; batch "
         f"{args.batch_size}, {args.image_size}px, {args.steps} steps\n"
     )
     common.print_table(

@@ -574,7 +574,7 @@ def drive(args):
                 common.write_results(f"vision_{model}{args.suffix}", record)
             timm.close()
     print(
-        f"\n{machine['model']}, {machine['usable_cpus']} of "
+        f"\n{common.cpu_name(machine)}, {machine['usable_cpus']} of "
         f"{machine['logical_cpus']} cpus, flags "
         f"{' '.join(machine['flags'])}; native bfloat16: "
         f"{machine['native_bfloat16']}; batch {args.batch_size}, "
