@@ -118,7 +118,8 @@ def dense_gelu(dense, inputs, training=None):
     neither: its products are plain and its biases and GELUs go into the
     spatial gating unit's XLA functions, faster on a Xeon with AMX, where
     the fused bfloat16 kernel does not run on AMX
-    (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
+    (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`;
+    taken on a CPU with AMX only).
 
     Args:
         dense: a built `keras.layers.Dense` without activation.

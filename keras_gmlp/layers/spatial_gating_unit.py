@@ -6,6 +6,7 @@ import threading
 import keras
 from keras import ops
 
+from keras_gmlp.layers import cpu_features
 from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gelu import _KERAS_GELU
@@ -820,12 +821,17 @@ class SpatialGatingUnit(keras.layers.Layer):
         """Whether `call_on_projection` of `hidden` (or of a tensor of its
         shape and dtype), its biases apart and outside training, takes
         TensorFlow's bfloat16 inference gate: the XLA functions' path (not
-        exports), bfloat16 `(batch, tokens, channels)`, and what the
-        recomputing gates need."""
+        exports), bfloat16 `(batch, tokens, channels)`, what the
+        recomputing gates need, and a CPU with AMX (`cpu_features.
+        has_amx`). On an AMD EPYC with AVX512-BF16 and no AMX the gate
+        made inference 0.86x (gMLP-Ti/16) and 0.90x (gMLP-S/16) as fast
+        as oneDNN's fused product, bias and GELU
+        (`benchmarks/tensorflow_inference_gate.py`)."""
         return (
             xla_functions_enabled()
             and self._recomputable_3d(hidden, hidden.shape[-2])
             and keras.backend.standardize_dtype(hidden.dtype) == "bfloat16"
+            and cpu_features.has_amx()
         )
 
     def _recomputable_3d(self, hidden, length):

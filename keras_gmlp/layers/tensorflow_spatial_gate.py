@@ -216,7 +216,10 @@ def inference_spatial_gate(
     (`benchmarks/tensorflow_inference_gate.py`, batch 32): gMLP-S/16
     inference 1.22x as fast (rounds 1.10-1.33), gMLP-Ti/16 0.96x and 1.02x
     in two runs (0.87-1.07; its halves, 384 channels, gain less from AMX).
-    In float32 and float16 the fused kernels measured faster.
+    In float32 and float16 the fused kernels measured faster, and so they
+    did in bfloat16 on an AMD EPYC without AMX (the gate 0.86x and 0.90x
+    as fast): the unit takes this gate only on a CPU with AMX
+    (`keras_gmlp.layers.cpu_features.has_amx`).
 
     Each value is rounded to the compute dtype where the usual call rounds
     it (the sum of product and bias too, as `biased_gelu` rounds it in

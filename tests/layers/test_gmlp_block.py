@@ -53,8 +53,10 @@ def block_reference(block, x):
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("attention_dim", [None, 4])
 def test_matches_numpy_reference(attention_dim, policy, rng):
-    # Under TensorFlow the bfloat16 inference call takes its own gate
-    # (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
+    # Under TensorFlow the bfloat16 inference call takes its own gate on a
+    # CPU with AMX (`keras_gmlp.layers.tensorflow_spatial_gate.
+    # inference_spatial_gate`), oneDNN's fused product elsewhere; the
+    # gate's tests take it on any CPU.
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12, attention_dim=attention_dim, dtype=policy)
     block.build(x.shape)

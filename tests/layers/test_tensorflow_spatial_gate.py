@@ -139,14 +139,35 @@ def counting_inference_gates(function):
     return counting_built("inference_spatial_gate", function)
 
 
+@pytest.fixture
+def amx(monkeypatch):
+    """Runs a test as on a CPU with AMX, where the bfloat16 inference gate
+    is taken (`keras_gmlp.layers.cpu_features.has_amx`), whatever this
+    machine's CPU."""
+    from keras_gmlp.layers import cpu_features
+
+    monkeypatch.setattr(cpu_features, "has_amx", lambda: True)
+
+
+def bfloat16_inference(block, x):
+    """`(outputs, inference gates built, the graph's op types)` of
+    `block(x, training=False)` traced as Keras' `predict` traces it."""
+    import tensorflow as tf
+
+    infer = tf.function(lambda x: block(x, training=False))
+    outputs, gates = counting_inference_gates(lambda: infer(tf.constant(x)))
+    graph = infer.get_concrete_function(tf.constant(x)).graph
+    return outputs, gates, {op.type for op in graph.get_operations()}
+
+
 @pytest.mark.parametrize("attention_dim", [None, 4])
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
-def test_bfloat16_inference_gate_matches_numpy(spatial, attention_dim, rng):
+def test_bfloat16_inference_gate_matches_numpy(
+    spatial, attention_dim, rng, amx
+):
     # Traced as Keras' `predict` traces it: the projection's halves are
     # plain `MatMul`s, their biases and GELUs in the gate's XLA functions,
     # with no fused oneDNN kernel or TensorFlow GELU left.
-    import tensorflow as tf
-
     from tests.layers.test_gmlp_block import block_reference
 
     x = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -158,12 +179,10 @@ def test_bfloat16_inference_gate_matches_numpy(spatial, attention_dim, rng):
     )
     block.build(x.shape)
     randomize_weights(block, rng, scale=0.3)
-    infer = tf.function(lambda x: block(x, training=False))
-    outputs, gates = counting_inference_gates(lambda: infer(tf.constant(x)))
+    outputs, gates, kinds = bfloat16_inference(block, x)
     assert gates == 1
-    graph = infer.get_concrete_function(tf.constant(x)).graph
-    kinds = {op.type for op in graph.get_operations()}
-    assert "Gelu" not in kinds and "_FusedMatMul" not in kinds
+    # `tf.nn.gelu(approximate=False)` traces to an `Erfc` and products.
+    assert not {"Gelu", "Erfc", "_FusedMatMul"} & kinds
     expected = block_reference(block, x.astype("float64"))
     np.testing.assert_allclose(
         outputs.numpy().astype("float64"),
@@ -173,7 +192,39 @@ def test_bfloat16_inference_gate_matches_numpy(spatial, attention_dim, rng):
     )
 
 
-def test_inference_gate_in_bfloat16_inference_only(rng):
+@pytest.mark.parametrize("attention_dim", [None, 4])
+def test_without_amx_bfloat16_inference_keeps_the_fused_product(
+    attention_dim, rng, monkeypatch
+):
+    # Without AMX, oneDNN's fused product, bias and GELU runs on the same
+    # units as a plain product, and measured faster than the gate.
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.gelu import _onednn_enabled
+    from tests.layers.test_gmlp_block import block_reference
+
+    monkeypatch.setattr(cpu_features, "has_amx", lambda: False)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(
+        ffn_dim=12, attention_dim=attention_dim, dtype="mixed_bfloat16"
+    )
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    outputs, gates, kinds = bfloat16_inference(block, x)
+    assert gates == 0
+    if _onednn_enabled():
+        # Grappler fuses the graph's `MatMul`, `BiasAdd` and exact
+        # `tf.nn.gelu` (traced to an `Erfc` and products) later.
+        assert {"MatMul", "BiasAdd", "Erfc"} <= kinds
+    expected = block_reference(block, x.astype("float64"))
+    np.testing.assert_allclose(
+        outputs.numpy().astype("float64"),
+        expected,
+        rtol=0,
+        atol=2e-2 * np.abs(expected).max(),
+    )
+
+
+def test_inference_gate_in_bfloat16_inference_only(rng, amx):
     from keras_gmlp.layers.xla_functions import portable_ops
 
     x = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -200,7 +251,7 @@ def test_inference_gate_in_bfloat16_inference_only(rng):
         assert gates(training=True) == 0
 
 
-def test_call_on_projection_takes_the_gate_as_asked(rng):
+def test_call_on_projection_takes_the_gate_as_asked(rng, amx):
     # `training=None`, a direct call: the recomputing gate for a unit made
     # under the scope, else the inference gate.
     products = tuple(

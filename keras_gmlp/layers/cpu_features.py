@@ -1,0 +1,40 @@
+"""What the CPU offers the layers' kernel choices."""
+
+import functools
+import pathlib
+
+
+@functools.cache
+def has_amx(cpuinfo_path="/proc/cpuinfo"):
+    """Whether the CPU has AMX's bfloat16 tiles (`amx_bf16` among the
+    flags of `cpuinfo_path`).
+
+    TensorFlow's oneDNN runs a plain bfloat16 `MatMul` on AMX, but the
+    product fused with its bias and GELU on `inner_product`, which does
+    not use AMX; a CPU with AVX512-BF16 and no AMX runs both on the same
+    units. So the spatial gating unit's TensorFlow bfloat16 inference
+    gate, which leaves the products plain, is taken only where this is
+    true (`SpatialGatingUnit.takes_tensorflow_inference_gate`). Where
+    `cpuinfo_path` cannot be read (not Linux), `False`.
+
+    Args:
+        cpuinfo_path: path of a Linux `/proc/cpuinfo`-format file.
+
+    Returns:
+        bool.
+
+    Example:
+
+    >>> from keras_gmlp.layers.cpu_features import has_amx
+    >>> isinstance(has_amx(), bool)
+    True
+    """
+    try:
+        text = pathlib.Path(cpuinfo_path).read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "flags":
+            return "amx_bf16" in value.split()
+    return False

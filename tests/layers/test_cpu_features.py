@@ -1,0 +1,39 @@
+"""`keras_gmlp.layers.cpu_features`: what it reads of the CPU."""
+
+from keras_gmlp.layers.cpu_features import has_amx
+
+XEON = """processor	: 0
+vendor_id	: GenuineIntel
+model name	: Intel(R) Xeon(R) Processor
+flags		: fpu fma avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+EPYC = """processor	: 0
+vendor_id	: AuthenticAMD
+model name	: AMD EPYC
+flags		: fpu fma avx2 avx512f avx512_vnni avx512_bf16
+"""
+# AMX's tiles for int8 only, and a flag that only contains the name.
+INT8_ONLY = """processor	: 0
+flags		: fpu avx512f amx_tile amx_int8 not_amx_bf16
+"""
+ARM = """processor	: 0
+Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32
+"""
+
+
+def test_amx_bfloat16_is_read_from_the_flags(tmp_path):
+    answers = {}
+    for name, text in (
+        ("xeon", XEON),
+        ("epyc", EPYC),
+        ("int8", INT8_ONLY),
+        ("arm", ARM),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        answers[name] = has_amx(str(path))
+    assert answers == {"xeon": True, "epyc": False, "int8": False, "arm": False}
+
+
+def test_an_unreadable_cpuinfo_has_no_amx(tmp_path):
+    assert has_amx(str(tmp_path / "missing")) is False
