@@ -114,12 +114,12 @@ def dense_gelu(dense, inputs, training=None):
     1.08-1.11x and 1.22-1.23x (0.91 in the shortest of three runs). The
     outputs differ by rounding (in bfloat16 the fused kernel rounds once).
     Eager calls, XLA-compiled steps and exports (`portable_ops`) take
-    `gelu(dense(inputs))`. The gMLP block's bfloat16 inference takes
-    neither: its products are plain and its biases and GELUs go into the
-    spatial gating unit's XLA functions, faster on a Xeon with AMX, where
-    the fused bfloat16 kernel does not run on AMX
-    (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`;
-    taken on a CPU with AMX only).
+    `gelu(dense(inputs))`. On a CPU with AMX the gMLP block's bfloat16
+    inference takes neither: its products are plain and its biases and
+    GELUs go into the spatial gating unit's XLA functions, faster there
+    because the fused bfloat16 kernel does not run on AMX
+    (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
+    Without AMX it takes the fused kernel.
 
     Args:
         dense: a built `keras.layers.Dense` without activation.
