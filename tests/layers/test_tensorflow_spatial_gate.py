@@ -149,6 +149,20 @@ def amx(monkeypatch):
     monkeypatch.setattr(cpu_features, "has_amx", lambda: True)
 
 
+def assert_matches_block_reference(block, x, outputs):
+    """`outputs` are numpy's block of `x` (`block_reference`), to bfloat16's
+    rounding."""
+    from tests.layers.test_gmlp_block import block_reference
+
+    expected = block_reference(block, x.astype("float64"))
+    np.testing.assert_allclose(
+        outputs.numpy().astype("float64"),
+        expected,
+        rtol=0,
+        atol=2e-2 * np.abs(expected).max(),
+    )
+
+
 def bfloat16_inference(block, x):
     """`(outputs, inference gates built, the graph's op types)` of
     `block(x, training=False)` traced as Keras' `predict` traces it."""
@@ -168,8 +182,6 @@ def test_bfloat16_inference_gate_matches_numpy(
     # Traced as Keras' `predict` traces it: the projection's halves are
     # plain `MatMul`s, their biases and GELUs in the gate's XLA functions,
     # with no fused oneDNN kernel or TensorFlow GELU left.
-    from tests.layers.test_gmlp_block import block_reference
-
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = GMLPBlock(
         ffn_dim=12,
@@ -183,13 +195,7 @@ def test_bfloat16_inference_gate_matches_numpy(
     assert gates == 1
     # `tf.nn.gelu(approximate=False)` traces to an `Erfc` and products.
     assert not {"Gelu", "Erfc", "_FusedMatMul"} & kinds
-    expected = block_reference(block, x.astype("float64"))
-    np.testing.assert_allclose(
-        outputs.numpy().astype("float64"),
-        expected,
-        rtol=0,
-        atol=2e-2 * np.abs(expected).max(),
-    )
+    assert_matches_block_reference(block, x, outputs)
 
 
 @pytest.mark.parametrize("attention_dim", [None, 4])
@@ -200,7 +206,6 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
     # units as a plain product, and measured faster than the gate.
     from keras_gmlp.layers import cpu_features
     from keras_gmlp.layers.gelu import _onednn_enabled
-    from tests.layers.test_gmlp_block import block_reference
 
     monkeypatch.setattr(cpu_features, "has_amx", lambda: False)
     x = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -215,13 +220,7 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
         # Grappler fuses the graph's `MatMul`, `BiasAdd` and exact
         # `tf.nn.gelu` (traced to an `Erfc` and products) later.
         assert {"MatMul", "BiasAdd", "Erfc"} <= kinds
-    expected = block_reference(block, x.astype("float64"))
-    np.testing.assert_allclose(
-        outputs.numpy().astype("float64"),
-        expected,
-        rtol=0,
-        atol=2e-2 * np.abs(expected).max(),
-    )
+    assert_matches_block_reference(block, x, outputs)
 
 
 def test_inference_gate_in_bfloat16_inference_only(rng, amx):
