@@ -184,9 +184,6 @@ def one_gelu_gate():
 
 def main():
     parser = common.ab_benchmark_parser(__doc__, PRECISIONS, rounds=7)
-    parser.add_argument(
-        "--model", default="gmlp_ti16_224", help="a gMLP image preset"
-    )
     args = parser.parse_args()
     common.require_backend("torch", "the recomputing gate is torch's.")
     from keras_gmlp.layers import torch_spatial_gate

@@ -1,0 +1,52 @@
+"""The benchmarks' command lines: a script's own flags beside the shared
+parsers' (`benchmarks/common.py`, `masked_lm_speed.variant_parser`)."""
+
+import pathlib
+import re
+
+import pytest
+
+from benchmarks import common
+from benchmarks import masked_lm_speed
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
+SHARED_PARSERS = {
+    "ab_benchmark_parser": lambda: common.ab_benchmark_parser("", ("float32",)),
+    "image_benchmark_parser": lambda: common.image_benchmark_parser("a\n"),
+    "variant_parser": lambda: masked_lm_speed.variant_parser("", [128]),
+}
+# The scripts that build a parser from a shared one; not the files that
+# define them.
+SCRIPTS = sorted(
+    path
+    for path in BENCHMARKS.glob("*.py")
+    if any(f"{name}(" in path.read_text() for name in SHARED_PARSERS)
+    and not any(f"def {name}(" in path.read_text() for name in SHARED_PARSERS)
+)
+
+
+def options(parser):
+    return {
+        option for action in parser._actions for option in action.option_strings
+    }
+
+
+def test_the_shared_parsers_are_found_in_scripts():
+    # Guards the test below against a rename that would leave it nothing.
+    assert len(SCRIPTS) >= 10
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: path.name)
+def test_no_script_adds_a_flag_its_shared_parser_has(path):
+    # argparse refuses a flag added twice when the parser is built, so
+    # the script would stop before its first measurement, `--help` too.
+    text = path.read_text()
+    shared = set()
+    for name, make in SHARED_PARSERS.items():
+        if re.search(rf"\b{name}\(", text):
+            shared |= options(make())
+    own = set(re.findall(r"add_argument\(\s*\"(--[\w-]+)\"", text))
+    assert not own & shared, (
+        f"{path.name} adds {sorted(own & shared)}, which its shared parser "
+        "already has"
+    )
