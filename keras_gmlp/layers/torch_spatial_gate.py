@@ -34,14 +34,10 @@ def recomputed_spatial_gate(
     `native_layer_norm_backward`, and the products' transposes. Single
     reverse-mode differentiation only (no double backward).
 
-    The GELU is taken of each half of `hidden` apart, so `u` and `v` come
-    out contiguous: the norm made a contiguous copy of the strided half
-    of one GELU's output, forward and backward, and the norm's input
-    gradient was copied back into that output's buffer. Training steps
-    at batch 32, float32: gMLP-S/16 1.04x faster (rounds 1.03-1.08),
-    gMLP-Ti/16 1.02x (0.98-1.06); bfloat16 1.00x; the idle 2-core Xeon
-    with AMX (`benchmarks/torch_gate_halves.py`). The results are the
-    same to float32 rounding (bit for bit in bfloat16).
+    In float32 the GELU is taken of each half of `hidden` apart, so `u`
+    and `v` come out contiguous; in lower precisions it is taken of the
+    whole input once, `v` a strided view of it
+    (`takes_gelu_of_halves`). The results are the same to rounding.
 
     Args:
         hidden: torch tensor `(..., tokens, 2 c)`, the block's first
@@ -74,6 +70,28 @@ def recomputed_spatial_gate(
     )
 
 
+def takes_gelu_of_halves(dtype):
+    """Whether the gate takes the GELU of each half of its input apart
+    (for `hidden` of `dtype`) rather than once of the whole input.
+
+    Of the whole input, `v` is a strided half of the GELU's output: the
+    norm makes a contiguous copy of it, forward and backward, and the
+    norm's input gradient is copied back into that output's buffer. Of
+    each half, `u` and `v` come out contiguous, but the GELUs and their
+    gradients write fresh buffers. Training steps at batch 32, each half
+    x the whole input (`benchmarks/torch_gate_halves.py`):
+
+    | CPU | float32 | bfloat16 |
+    |---|---|---|
+    | Xeon with AMX (model 167) | 1.02-1.04 | 1.00 |
+    | AMD EPYC (family 26, model 2) | 0.98-1.06 | 0.89-0.94 |
+
+    (gMLP-Ti/16 and gMLP-S/16, idle 2-core machines.) So float32 takes
+    the halves and other dtypes the whole input.
+    """
+    return dtype == torch.float32
+
+
 def halves(x):
     """The two halves of `x`'s last axis (views)."""
     return x.chunk(2, dim=-1)
@@ -101,7 +119,11 @@ class RecomputedGate(torch.autograd.Function):
         kernel,
         projection_bias,
     ):
-        u, v = map(torch.nn.functional.gelu, halves(hidden))
+        gelu_of_halves = takes_gelu_of_halves(hidden.dtype)
+        if gelu_of_halves:
+            u, v = map(torch.nn.functional.gelu, halves(hidden))
+        else:
+            u, v = halves(torch.nn.functional.gelu(hidden))
         normalized, mean, inverse_deviation = torch.native_layer_norm(
             v, (v.shape[-1],), gamma, beta, epsilon
         )
@@ -122,7 +144,10 @@ class RecomputedGate(torch.autograd.Function):
         )
         ctx.has_attention = attention is not None
         ctx.epsilon = epsilon
-        gated = u.mul_(product)
+        ctx.gelu_of_halves = gelu_of_halves
+        # A half of the one GELU's output is strided: the product goes to
+        # a fresh, contiguous buffer instead.
+        gated = u.mul_(product) if gelu_of_halves else u * product
         if kernel is None:
             return gated
         return torch.nn.functional.linear(gated, kernel.t(), projection_bias)
@@ -141,7 +166,14 @@ class RecomputedGate(torch.autograd.Function):
             kernel,
         ) = ctx.saved_tensors
         hidden_u, hidden_v = halves(hidden)
-        u = torch.nn.functional.gelu(hidden_u)
+        if ctx.gelu_of_halves:
+            activated = None
+            u = torch.nn.functional.gelu(hidden_u)
+        else:
+            # Its gradient will take the place of the GELU's output.
+            activated = torch.nn.functional.gelu(hidden)
+            u, v = halves(activated)
+            v = v.contiguous()
         by_kernel = by_projection_bias = None
         if kernel is not None:
             # The second projection's gradients, its input recomputed.
@@ -152,10 +184,12 @@ class RecomputedGate(torch.autograd.Function):
         by_product = upstream * u
         # `u`'s gradient takes the place of `u`.
         by_u = torch.mul(upstream, product, out=u)
+        del u
         batch_axes = tuple(range(by_product.dim() - 2))
         by_bias = by_product.sum(dim=(*batch_axes, -1))
+        if activated is None:
+            v = torch.nn.functional.gelu(hidden_v)
         # The normalised `v`, as the forward computed it.
-        v = torch.nn.functional.gelu(hidden_v)
         normalized = torch.native_layer_norm(
             v, (v.shape[-1],), gamma, beta, ctx.epsilon
         )[0]
@@ -175,17 +209,9 @@ class RecomputedGate(torch.autograd.Function):
             [True, ctx.needs_input_grad[1], ctx.needs_input_grad[2]],
         )
         del by_normalized, v
-        # The GELU's input gradient, each half written in place.
-        by_hidden = torch.empty_like(hidden)
-        for by_half, half, into in zip(
-            (by_u, by_v), (hidden_u, hidden_v), halves(by_hidden), strict=True
-        ):
-            torch.ops.aten.gelu_backward.grad_input(
-                by_half, half, grad_input=into
-            )
         by_attention = by_product if ctx.has_attention else None
         return (
-            by_hidden,
+            gelu_input_gradient(hidden, by_u, by_v, activated),
             by_gamma,
             by_beta,
             by_weight,
@@ -195,3 +221,23 @@ class RecomputedGate(torch.autograd.Function):
             by_kernel,
             by_projection_bias,
         )
+
+
+def gelu_input_gradient(hidden, by_u, by_v, activated):
+    """The gradient of `hidden` from those of `gelu(hidden)`'s halves.
+
+    With `activated`, the GELU's output whose first half `by_u` was
+    written into, the gradient is written there too; without it, half by
+    half into one fresh buffer.
+    """
+    if activated is not None:
+        halves(activated)[1].copy_(by_v)
+        return torch.ops.aten.gelu_backward.grad_input(
+            activated, hidden, grad_input=activated
+        )
+    by_hidden = torch.empty_like(hidden)
+    for by_half, half, into in zip(
+        (by_u, by_v), halves(hidden), halves(by_hidden), strict=True
+    ):
+        torch.ops.aten.gelu_backward.grad_input(by_half, half, grad_input=into)
+    return by_hidden

@@ -66,12 +66,24 @@ def operands(rng, batch_shape, dtype, attention, projection=False):
     }
 
 
+@pytest.fixture(params=["gelu of halves", "one gelu"])
+def gelu_form(request, monkeypatch):
+    """Each form of the gate's GELU, whatever the dtype would choose."""
+    from keras_gmlp.layers import torch_spatial_gate
+
+    of_halves = request.param == "gelu of halves"
+    monkeypatch.setattr(
+        torch_spatial_gate, "takes_gelu_of_halves", lambda dtype: of_halves
+    )
+    return request.param
+
+
 @pytest.mark.parametrize("projection", [False, True])
 @pytest.mark.parametrize("attention", [False, True])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batch_shape", [(), (3,), (2, 3)])
 def test_matches_autograd_of_the_formula(
-    batch_shape, dtype, attention, projection, rng
+    batch_shape, dtype, attention, projection, gelu_form, rng
 ):
     import torch
 
@@ -118,7 +130,7 @@ def test_matches_autograd_of_the_formula(
         )
 
 
-def test_keeps_the_gelu_input_and_the_product_only(rng):
+def test_keeps_the_gelu_input_and_the_product_only(gelu_form, rng):
     import torch
 
     from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
@@ -144,6 +156,44 @@ def test_keeps_the_gelu_input_and_the_product_only(rng):
     tokens = hidden.shape[0] * hidden.shape[1]
     expected = [4 * tokens, 4 * tokens, hidden.nbytes // 2]
     assert sorted(storages.values()) == expected
+
+
+@pytest.mark.parametrize(
+    "dtype, gelus", [("float32", 2), ("bfloat16", 1), ("float16", 1)]
+)
+def test_gelu_of_halves_in_float32_only(dtype, gelus, rng):
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
+
+    class CountGelus(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = {"forward": 0, "backward": 0}
+
+        def __torch_dispatch__(self, op, types, args=(), kwargs=None):
+            if op.overloadpacket is torch.ops.aten.gelu:
+                self.count["forward"] += 1
+            if op.overloadpacket is torch.ops.aten.gelu_backward:
+                self.count["backward"] += 1
+            return op(*args, **(kwargs or {}))
+
+    tensors = operands(rng, (3,), getattr(torch, dtype), attention=False)
+    with CountGelus() as counter:
+        output = recomputed_spatial_gate(
+            tensors["hidden"],
+            tensors["gamma"],
+            tensors["beta"],
+            1e-5,
+            tensors["weight"],
+            tensors["bias"],
+            None,
+        )
+        assert counter.count == {"forward": gelus, "backward": 0}
+        output.sum().backward()
+    # The backward pass recomputes the GELU as the forward took it.
+    assert counter.count == {"forward": 2 * gelus, "backward": gelus}
 
 
 def block_saved_bytes(block, x, recomputes):
