@@ -831,7 +831,14 @@ def image_benchmark_parser(doc, backends_help=None):
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--timm-python", default=TIMM_PYTHON)
     parser.add_argument("--suffix", default="", help="of the results file")
-    parser.add_argument("--model", default="gmlp_ti16_224", help="worker")
+    # A worker's one model. Not `--model`: argparse takes that, a prefix,
+    # for `--models`, as a user typing it means.
+    parser.add_argument(
+        "--worker-model",
+        dest="model",
+        default="gmlp_ti16_224",
+        help=argparse.SUPPRESS,
+    )
     return parser
 
 

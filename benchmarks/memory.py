@@ -324,7 +324,7 @@ def main():
                         sys.executable,
                         os.path.abspath(__file__),
                         "--measure",
-                        "--model",
+                        "--worker-model",
                         model,
                         "--jit",
                         jit,

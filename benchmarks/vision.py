@@ -355,7 +355,7 @@ def measure_backend(args, model, backend, timm, log):
             sys.executable,
             os.path.abspath(__file__),
             "--worker",
-            "--model",
+            "--worker-model",
             model,
             "--batch-size",
             str(args.batch_size),

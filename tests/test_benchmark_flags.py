@@ -50,3 +50,14 @@ def test_no_script_adds_a_flag_its_shared_parser_has(path):
         f"{path.name} adds {sorted(own & shared)}, which its shared parser "
         "already has"
     )
+
+
+@pytest.mark.parametrize("flag", ["--model", "--models"])
+def test_the_image_benchmarks_take_a_model_flag_as_their_models(flag):
+    # `vision.py --model gmlp_s16_224` once ran gMLP-Ti: the flag was the
+    # workers' own, which the parent process ignored.
+    parser = common.image_benchmark_parser("a\n")
+    args = parser.parse_args([flag, "gmlp_s16_224"])
+    assert args.models == ["gmlp_s16_224"]
+    worker = parser.parse_args(["--worker-model", "gmlp_s16_224"])
+    assert worker.model == "gmlp_s16_224"
