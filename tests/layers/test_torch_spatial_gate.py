@@ -66,6 +66,23 @@ def operands(rng, batch_shape, dtype, attention, projection=False):
     }
 
 
+def gate_of(tensors):
+    """`recomputed_spatial_gate` of `operands`' tensors."""
+    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
+
+    return recomputed_spatial_gate(
+        tensors["hidden"],
+        tensors["gamma"],
+        tensors["beta"],
+        1e-5,
+        tensors["weight"],
+        tensors["bias"],
+        tensors.get("attention"),
+        tensors.get("kernel"),
+        tensors.get("projection_bias"),
+    )
+
+
 @pytest.fixture(params=["gelu of halves", "one gelu"])
 def gelu_form(request, monkeypatch):
     """Each form of the gate's GELU, whatever the dtype would choose."""
@@ -87,23 +104,11 @@ def test_matches_autograd_of_the_formula(
 ):
     import torch
 
-    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
-
     tensors = operands(
         rng, batch_shape, getattr(torch, dtype), attention, projection
     )
     names = list(tensors)
-    output = recomputed_spatial_gate(
-        tensors["hidden"],
-        tensors["gamma"],
-        tensors["beta"],
-        1e-5,
-        tensors["weight"],
-        tensors["bias"],
-        tensors.get("attention"),
-        tensors.get("kernel"),
-        tensors.get("projection_bias"),
-    )
+    output = gate_of(tensors)
     upstream = torch.tensor(rng.normal(size=output.shape))
     got = torch.autograd.grad(
         output, [tensors[n] for n in names], upstream.to(output.dtype)
@@ -133,21 +138,9 @@ def test_matches_autograd_of_the_formula(
 def test_keeps_the_gelu_input_and_the_product_only(gelu_form, rng):
     import torch
 
-    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
-
     tensors = operands(rng, (3,), torch.float32, attention=False)
     hidden = tensors["hidden"]
-    _, storages = saved_tensor_storages(
-        lambda: recomputed_spatial_gate(
-            hidden,
-            tensors["gamma"],
-            tensors["beta"],
-            1e-5,
-            tensors["weight"],
-            tensors["bias"],
-            None,
-        )
-    )
+    _, storages = saved_tensor_storages(lambda: gate_of(tensors))
     for name in ("gamma", "beta", "weight"):
         storages.pop(tensors[name].untyped_storage().data_ptr())
     assert storages.pop(hidden.untyped_storage().data_ptr()) == hidden.nbytes
@@ -165,8 +158,6 @@ def test_gelu_of_halves_in_float32_only(dtype, gelus, rng):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
-
     class CountGelus(TorchDispatchMode):
         def __init__(self):
             super().__init__()
@@ -181,15 +172,7 @@ def test_gelu_of_halves_in_float32_only(dtype, gelus, rng):
 
     tensors = operands(rng, (3,), getattr(torch, dtype), attention=False)
     with CountGelus() as counter:
-        output = recomputed_spatial_gate(
-            tensors["hidden"],
-            tensors["gamma"],
-            tensors["beta"],
-            1e-5,
-            tensors["weight"],
-            tensors["bias"],
-            None,
-        )
+        output = gate_of(tensors)
         assert counter.count == {"forward": gelus, "backward": 0}
         output.sum().backward()
     # The backward pass recomputes the GELU as the forward took it.
