@@ -35,6 +35,17 @@ def rng():
     return np.random.default_rng(0)
 
 
+@pytest.fixture(params=[True, False], ids=["amd", "not amd"])
+def amd(request, monkeypatch):
+    """The CPU taken for an AMD one, or not, whatever it is (the torch
+    layers' float32 products take oneDNN on AMD's,
+    `keras_gmlp.layers.torch_linear`)."""
+    from keras_gmlp.layers import cpu_features
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: request.param)
+    return request.param
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Marks `one_backend(name)` tests `large` on the other backends.

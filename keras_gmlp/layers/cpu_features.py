@@ -29,12 +29,43 @@ def has_amx(cpuinfo_path="/proc/cpuinfo"):
     >>> isinstance(has_amx(), bool)
     True
     """
+    return "amx_bf16" in _first_value(cpuinfo_path, "flags").split()
+
+
+@functools.cache
+def is_amd(cpuinfo_path="/proc/cpuinfo"):
+    """Whether the CPU is AMD's (`vendor_id` `AuthenticAMD` in
+    `cpuinfo_path`).
+
+    There Intel's MKL, which torch's CPU wheels call for float32
+    matmuls, takes a path slower than oneDNN's, which the same wheels
+    carry (`keras_gmlp.layers.torch_linear`). Where `cpuinfo_path` cannot
+    be read (not Linux), `False`.
+
+    Args:
+        cpuinfo_path: path of a Linux `/proc/cpuinfo`-format file.
+
+    Returns:
+        bool.
+
+    Example:
+
+    >>> from keras_gmlp.layers.cpu_features import is_amd
+    >>> isinstance(is_amd(), bool)
+    True
+    """
+    return _first_value(cpuinfo_path, "vendor_id") == "AuthenticAMD"
+
+
+def _first_value(cpuinfo_path, key):
+    """The value of the first `key` line of `cpuinfo_path`, stripped; `""`
+    where there is none or the file cannot be read."""
     try:
         text = pathlib.Path(cpuinfo_path).read_text()
     except OSError:
-        return False
+        return ""
     for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "flags":
-            return "amx_bf16" in value.split()
-    return False
+        name, _, value = line.partition(":")
+        if name.strip() == key:
+            return value.strip()
+    return ""

@@ -28,7 +28,9 @@ class Dense(keras.layers.Dense):
     `torch.nn.functional.linear`, one `addmm` for the product and the bias,
     where Keras' own call is a matmul and then an add: one pass over the
     output less in each direction and one output-sized temporary less
-    (`benchmarks/vision.py` and `benchmarks/memory.py` measure it). Under
+    (`benchmarks/vision.py` and `benchmarks/memory.py` measure it), in
+    float32 on an AMD CPU on oneDNN rather than MKL
+    (`keras_gmlp.layers.torch_linear.linear`). Under
     JAX it adds the bias with `keras_gmlp.layers.bias_add.bias_add`, whose
     gradient sums in float32 under a mixed policy (reverse mode only,
     there). TensorFlow, which fuses
@@ -61,13 +63,13 @@ class Dense(keras.layers.Dense):
             return outputs
         if keras.backend.backend() != "torch":
             return super().call(inputs, training=training)
-        import torch
+        from keras_gmlp.layers.torch_linear import linear
 
         # Reading the variables converts them to the compute dtype under a
         # mixed policy (the autocast scope of `Layer.__call__`).
         kernel = ops.convert_to_tensor(self._kernel)
         bias = ops.convert_to_tensor(self.bias)
-        outputs = torch.nn.functional.linear(inputs, kernel.T, bias)
+        outputs = linear(inputs, kernel.T, bias)
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

@@ -7,6 +7,10 @@ Imported by the unit under the torch backend only.
 import torch
 from torch.autograd.function import once_differentiable
 
+from keras_gmlp.layers.torch_linear import input_gradient
+from keras_gmlp.layers.torch_linear import linear
+from keras_gmlp.layers.torch_linear import weight_gradient
+
 
 def recomputed_spatial_gate(
     hidden,
@@ -150,7 +154,7 @@ class RecomputedGate(torch.autograd.Function):
         gated = u.mul_(product) if gelu_of_halves else u * product
         if kernel is None:
             return gated
-        return torch.nn.functional.linear(gated, kernel.t(), projection_bias)
+        return linear(gated, kernel.t(), projection_bias)
 
     @staticmethod
     @once_differentiable
@@ -177,10 +181,12 @@ class RecomputedGate(torch.autograd.Function):
         by_kernel = by_projection_bias = None
         if kernel is not None:
             # The second projection's gradients, its input recomputed.
+            # The second projection's gradients, its input recomputed.
             rows = upstream.reshape(-1, upstream.shape[-1])
-            by_kernel = (u * product).reshape(-1, u.shape[-1]).t() @ rows
+            gated = (u * product).reshape(-1, u.shape[-1])
+            by_kernel = weight_gradient(rows, gated).t()
             by_projection_bias = rows.sum(dim=0)
-            upstream = upstream @ kernel.t()
+            upstream = input_gradient(upstream, kernel.t())
         by_product = upstream * u
         # `u`'s gradient takes the place of `u`.
         by_u = torch.mul(upstream, product, out=u)

@@ -17,9 +17,7 @@ def xla_functions_enabled():
     gradients (`keras_gmlp.layers.gelu`, `LayerNormalization`); the other
     backends compile their own way.
     """
-    return keras.config.backend() == "tensorflow" and not getattr(
-        _state, "portable", False
-    )
+    return keras.config.backend() == "tensorflow" and not tracing_portable_ops()
 
 
 def widened(x):
@@ -30,6 +28,11 @@ def widened(x):
     if x.dtype in (tf.float16, tf.bfloat16):
         return tf.cast(x, tf.float32)
     return x
+
+
+def tracing_portable_ops():
+    """Whether the calls are traced under `portable_ops()`."""
+    return getattr(_state, "portable", False)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """`keras_gmlp.layers.cpu_features`: what it reads of the CPU."""
 
 from keras_gmlp.layers.cpu_features import has_amx
+from keras_gmlp.layers.cpu_features import is_amd
 
 XEON = """processor	: 0
 vendor_id	: GenuineIntel
@@ -14,6 +15,7 @@ flags		: fpu fma avx2 avx512f avx512_vnni avx512_bf16
 """
 # AMX's tiles for int8 only, and a flag that only contains the name.
 INT8_ONLY = """processor	: 0
+vendor_id	: AuthenticAMDish
 flags		: fpu avx512f amx_tile amx_int8 not_amx_bf16
 """
 ARM = """processor	: 0
@@ -35,5 +37,25 @@ def test_amx_bfloat16_is_read_from_the_flags(tmp_path):
     assert answers == {"xeon": True, "epyc": False, "int8": False, "arm": False}
 
 
+def test_the_vendor_is_read_from_its_line(tmp_path):
+    answers = {}
+    for name, text in (
+        ("xeon", XEON),
+        ("epyc", EPYC),
+        ("look-alike", INT8_ONLY),
+        ("arm", ARM),
+    ):
+        path = tmp_path / name
+        path.write_text(text)
+        answers[name] = is_amd(str(path))
+    assert answers == {
+        "xeon": False,
+        "epyc": True,
+        "look-alike": False,
+        "arm": False,
+    }
+
+
 def test_an_unreadable_cpuinfo_has_no_amx(tmp_path):
     assert has_amx(str(tmp_path / "missing")) is False
+    assert is_amd(str(tmp_path / "missing")) is False

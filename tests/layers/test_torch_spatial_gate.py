@@ -100,7 +100,7 @@ def gelu_form(request, monkeypatch):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("batch_shape", [(), (3,), (2, 3)])
 def test_matches_autograd_of_the_formula(
-    batch_shape, dtype, attention, projection, gelu_form, rng
+    batch_shape, dtype, attention, projection, gelu_form, amd, rng
 ):
     import torch
 

@@ -1,0 +1,92 @@
+"""A/B: the torch backend's float32 linear products on oneDNN against
+torch's MKL.
+
+Issue 12. On the family-26 AMD EPYC, torch's float32 2048^3 matmul ran
+at 206-223 GFLOP/s in `vision.py`'s runs (timm's process and the torch
+backend's alike), JAX's and TensorFlow's at 453-485. torch's CPU wheels
+compute a float32 `mm`/`addmm` with Intel's MKL, which on this AMD CPU
+takes a slower path; the oneDNN the same wheels carry ran the product
+at 477 GFLOP/s (`torch.ops.mkldnn._linear_pointwise`, the kernel
+`torch.compile` uses for a CPU linear), and gMLP-S's projection shapes
+1.5-2.2x as fast as MKL's, forward and both gradients. So on an AMD CPU
+the package's float32 linear products
+(`keras_gmlp.layers.torch_linear.linear`: the Dense layers and the
+recomputing gate's folded second projection) run on oneDNN. The token
+product (a batched matmul) stays on MKL.
+
+- `mkl` (the baseline): the CPU taken for a non-AMD one, torch's own
+  `linear` (`keras_gmlp.layers.cpu_features.is_amd` patched to
+  `False`).
+- `onednn` (the candidate): the CPU taken for an AMD one.
+
+One process per model. Gaussian images, AdamW, float32; before every
+timed call the answer is switched (eager torch traces nothing), in
+interleaved rounds. `x mkl` is the baseline's seconds per step over the
+candidate's (above 1: faster).
+
+Usage:
+    KERAS_BACKEND=torch python benchmarks/torch_linear.py --suffix _mine
+Results: benchmarks/results/torch_linear<suffix>_<model>.json
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "mkl"
+CANDIDATE = "onednn"
+PRECISIONS = ("float32",)
+
+
+def main():
+    parser = common.ab_benchmark_parser(__doc__, PRECISIONS, rounds=5)
+    args = parser.parse_args()
+    common.require_backend("torch", "the linear products are torch's.")
+    from keras_gmlp.layers import cpu_features
+
+    common.configure_threads(args.threads)
+    run = common.header()
+    images, labels = common.random_image_batch(args.batch_size, 224)
+    rows = []
+    for precision in args.precisions:
+        model = common.build_image_classifier(
+            args.model, 224, "auto", precision
+        )
+        functions = common.switched_variant_functions(
+            {
+                "train": lambda m=model: m.train_on_batch(images, labels),
+                "infer": lambda m=model: m.predict_on_batch(images),
+            },
+            (BASELINE, CANDIDATE),
+            lambda variant: setattr(
+                cpu_features,
+                "is_amd",
+                lambda amd=variant == CANDIDATE: amd,
+            ),
+        )
+        times = common.alternate(functions, args.rounds)
+        for step in ("train", "infer"):
+            row = common.ab_row(
+                times[f"{step} {BASELINE}"],
+                times[f"{step} {CANDIDATE}"],
+                BASELINE,
+                CANDIDATE,
+            )
+            rows.append(dict(row, precision=precision, step=step))
+    common.finish_report(
+        run,
+        rows,
+        ["precision", "step", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
+        + [f"x_{BASELINE}", "rounds_min", "rounds_max"],
+        f"torch_linear{args.suffix}_{args.model}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+        model=args.model,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+"""`keras_gmlp.layers.torch_linear`: the float32 linear on oneDNN against
+numpy, and where it is taken."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp.layers import Dense
+from keras_gmlp.layers.xla_functions import portable_ops
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch's kernels"
+)
+
+
+def leaf(rng, shape, dtype="float32"):
+    import torch
+
+    values = torch.tensor(rng.normal(size=shape), dtype=getattr(torch, dtype))
+    return values.requires_grad_()
+
+
+def wide(tensor):
+    return tensor.detach().double().numpy()
+
+
+@pytest.mark.parametrize("use_bias", [True, False])
+@pytest.mark.parametrize("shape", [(4,), (3, 5), (2, 4, 5), (2, 3, 4, 5)])
+def test_linear_and_its_gradients_match_numpy(shape, use_bias, amd, rng):
+    import torch
+
+    from keras_gmlp.layers.torch_linear import linear
+
+    x, weight = leaf(rng, shape), leaf(rng, (6, shape[-1]))
+    bias = leaf(rng, (6,)) if use_bias else None
+    outputs = linear(x, weight, bias)
+    upstream = torch.tensor(rng.normal(size=outputs.shape), dtype=torch.float32)
+    leaves = [x, weight] + ([bias] if use_bias else [])
+    got = torch.autograd.grad(outputs, leaves, upstream)
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
+    rows = wide(x).reshape(-1, shape[-1])
+    by_rows = wide(upstream).reshape(-1, 6)
+    expected = wide(x) @ wide(weight).T
+    if use_bias:
+        expected = expected + wide(bias)
+    want = [(by_rows @ wide(weight)).reshape(shape), by_rows.T @ rows]
+    if use_bias:
+        want.append(by_rows.sum(axis=0))
+    np.testing.assert_allclose(wide(outputs), expected, rtol=1e-5, atol=1e-5)
+    for value, reference in zip(got, want, strict=True):
+        assert value.shape == reference.shape
+        np.testing.assert_allclose(wide(value), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_gradient_helpers_match_numpy(amd, rng):
+    from keras_gmlp.layers.torch_linear import input_gradient
+    from keras_gmlp.layers.torch_linear import weight_gradient
+
+    upstream, weight, x = (
+        leaf(rng, (2, 7, 6)),
+        leaf(rng, (6, 5)),
+        leaf(rng, (14, 5)),
+    )
+    np.testing.assert_allclose(
+        wide(input_gradient(upstream, weight)),
+        wide(upstream) @ wide(weight),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    rows = upstream.reshape(-1, 6)
+    np.testing.assert_allclose(
+        wide(weight_gradient(rows, x)),
+        wide(rows).T @ wide(x),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
+def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import linear
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    x, weight = leaf(rng, (3, 4), dtype), leaf(rng, (2, 4), dtype)
+    outputs = linear(x, weight)
+    assert "OneDnnLinear" not in type(outputs.grad_fn).__name__
+    assert outputs.dtype == x.dtype
+
+
+def test_exports_and_empty_batches_take_torchs_linear(monkeypatch, rng):
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import linear
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    x, weight = leaf(rng, (3, 4)), leaf(rng, (2, 4))
+    with portable_ops():
+        outputs = linear(x, weight)
+    assert "OneDnnLinear" not in type(outputs.grad_fn).__name__
+    empty = linear(leaf(rng, (0, 4)), weight)
+    assert tuple(empty.shape) == (0, 2)
+    assert "OneDnnLinear" not in type(empty.grad_fn).__name__
+
+
+def test_dense_takes_it_and_trains_the_same(amd, rng):
+    import torch
+
+    layer = Dense(6)
+    layer.build((2, 3, 5))
+    for weight in layer.weights:
+        weight.assign(rng.normal(size=weight.shape))
+    x = leaf(rng, (2, 3, 5))
+    outputs = layer(x)
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
+    upstream = torch.tensor(rng.normal(size=(2, 3, 6)), dtype=torch.float32)
+    by_kernel, by_bias = torch.autograd.grad(
+        outputs, [layer.kernel.value, layer.bias.value], upstream
+    )
+    rows, by_rows = wide(x).reshape(-1, 5), wide(upstream).reshape(-1, 6)
+    np.testing.assert_allclose(
+        wide(by_kernel), rows.T @ by_rows, rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        wide(by_bias), by_rows.sum(axis=0), rtol=1e-5, atol=1e-5
+    )
