@@ -29,7 +29,9 @@ def matmul(x, y):
     either way, in another order: the outputs agree to bfloat16's
     rounding. That case supports reverse-mode gradients only (no
     `jax.jvp`). Other JAX products of an `x` of more than two axes are
-    products of its rows (`jax_rows_matmul`). Every other case is
+    products of its rows (`jax_rows_matmul`). Under torch, operands of
+    one dtype are `keras_gmlp.layers.torch_linear.linear` of `y`'s
+    transpose (float32 on oneDNN on an AMD CPU). Every other case is
     `keras.ops.matmul`.
 
     Args:
@@ -62,6 +64,14 @@ def matmul(x, y):
         and len(y.shape) == 2
     ):
         return jax_rows_matmul(x, y)
+    if (
+        keras.config.backend() == "torch"
+        and len(y.shape) == 2
+        and x.dtype == y.dtype
+    ):
+        from keras_gmlp.layers.torch_linear import linear
+
+        return linear(x, y.T)
     return ops.matmul(x, y)
 
 

@@ -39,7 +39,7 @@ def assert_rounded_once(actual, expected, magnitude, dtype):
 
 @pytest.mark.parametrize("shape", [(5, 24), (3, 7, 24), (2, 3, 4, 24)])
 @pytest.mark.parametrize("policy", POLICIES)
-def test_outputs_and_gradients_match_numpy(policy, shape, rng):
+def test_outputs_and_gradients_match_numpy(policy, shape, amd, rng):
     x = rng.normal(size=shape).astype("float32")
     layer = Product(6, dtype=policy)
     layer.build(shape)

@@ -123,3 +123,17 @@ def test_dense_takes_it_and_trains_the_same(amd, rng):
     np.testing.assert_allclose(
         wide(by_bias), by_rows.sum(axis=0), rtol=1e-5, atol=1e-5
     )
+
+
+def test_the_package_matmul_takes_it(amd, rng):
+    from keras_gmlp.layers.matmul import matmul
+
+    x, y = leaf(rng, (2, 3, 5)), leaf(rng, (5, 4))
+    outputs = matmul(x, y)
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
+    np.testing.assert_allclose(
+        wide(outputs), wide(x) @ wide(y), rtol=1e-5, atol=1e-5
+    )
+    # Operands of two dtypes: Keras' matmul, which promotes them.
+    mixed = matmul(x, leaf(rng, (5, 4), "float64"))
+    assert "OneDnnLinear" not in type(mixed.grad_fn).__name__
