@@ -24,6 +24,24 @@ timed call the answer is switched (eager torch traces nothing), in
 interleaved rounds. `x mkl` is the baseline's seconds per step over the
 candidate's (above 1: faster).
 
+Measured on the idle 2-core AMD EPYC (family 26, model 2: AVX-512,
+AVX512-BF16, no AMX), batch 32, 5 rounds, medians, rounds' range in
+brackets (`torch_linear_epyc26_<model>.json`), x mkl:
+
+| model | float32 train | float32 inference |
+|---|---|---|
+| gMLP-Ti/16 | 1.22 (1.18-1.24) | 1.32 (1.28-1.43) |
+| gMLP-S/16 | 1.41 (1.36-1.47) | 1.56 (1.55-1.59) |
+
+A scratch run before it, with `torch.nn.functional.linear` replaced
+process-wide (gMLP-Ti, two processes each): training 1,437-1,446 ms
+against 1,675-1,682, inference 394-425 against 530-534. The products
+alone, gMLP-S/16's first projection `(6272, 256) x (256, 1536)` and its
+gradients, MKL against oneDNN: forward 151 against 239 GFLOP/s, input
+gradient 201 against 451, weight gradient 183 against 335 (oneDNN
+reading the transposed operands in place; copied first, 138). Not
+measured on an Intel CPU, which keeps MKL.
+
 Usage:
     KERAS_BACKEND=torch python benchmarks/torch_linear.py --suffix _mine
 Results: benchmarks/results/torch_linear<suffix>_<model>.json

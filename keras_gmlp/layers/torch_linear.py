@@ -22,11 +22,13 @@ def linear(x, weight, bias=None):
     AMD EPYC with AVX-512 (family 26), whose JAX and TensorFlow reach
     453-485. So where `takes_onednn` holds this runs the product and both
     of its gradients on oneDNN (`torch.ops.mkldnn._linear_pointwise`, the
-    kernel `torch.compile` uses for a CPU linear): a float32 gMLP-Ti/16
-    step at batch 32 there, with the blocks' projections so, trained
-    1.16x and predicted 1.25-1.35x as fast
-    (`benchmarks/torch_linear.py`). The sums are float32's in another
-    order. Elsewhere it is `torch.nn.functional.linear`.
+    kernel `torch.compile` uses for a CPU linear). With the blocks'
+    projections so, float32 training steps at batch 32 there ran 1.22x
+    (gMLP-Ti/16) and 1.41x (gMLP-S/16) as fast, inference 1.32x and
+    1.56x (`benchmarks/torch_linear.py`). The sums are float32's in
+    another order. An Intel CPU keeps MKL, fast there (389-391 GFLOP/s on
+    a 2-core Xeon with AMX; oneDNN not measured there). Elsewhere it is
+    `torch.nn.functional.linear`.
 
     Args:
         x: torch tensor `(..., in)`.
@@ -36,23 +38,31 @@ def linear(x, weight, bias=None):
     Returns:
         Torch tensor `(..., out)`.
     """
-    if takes_onednn(x, weight, bias):
+    if takes_onednn(x, weight, x.numel() * weight.shape[0], bias):
         return OneDnnLinear.apply(x, weight, bias)
     return torch.nn.functional.linear(x, weight, bias)
 
 
-def takes_onednn(x, weight, bias=None):
-    """Whether `linear` runs on oneDNN: float32 operands with rows, on an
-    AMD CPU (`keras_gmlp.layers.cpu_features.is_amd`), with torch's
-    oneDNN linear available, outside `torch.compile`, `torch.export`,
-    tracing and `keras_gmlp.layers.xla_functions.portable_ops()` (which
-    see the plain op)."""
+# oneDNN's call costs about 10 us more than MKL's: a product of fewer
+# multiply-adds than this ran as fast or slower on it (the EPYC above;
+# 2 M: 1.07x, 16 M: 1.94x).
+MIN_MULTIPLY_ADDS = 2**22
+
+
+def takes_onednn(a, b, multiply_adds, bias=None):
+    """Whether a product of `a` and `b` (`multiply_adds` of them, and
+    `bias`) runs on oneDNN: float32 operands, at least
+    `MIN_MULTIPLY_ADDS`, on an AMD CPU
+    (`keras_gmlp.layers.cpu_features.is_amd`), with torch's oneDNN linear
+    available, outside `torch.compile`, `torch.export`, tracing and
+    `keras_gmlp.layers.xla_functions.portable_ops()` (which see the
+    plain op)."""
     return (
-        x.dtype == torch.float32
-        and weight.dtype == torch.float32
+        a.dtype == torch.float32
+        and b.dtype == torch.float32
         and (bias is None or bias.dtype == torch.float32)
-        and x.numel() > 0
-        and x.device.type == "cpu"
+        and multiply_adds >= MIN_MULTIPLY_ADDS
+        and a.device.type == "cpu"
         and cpu_features.is_amd()
         and _has_onednn_linear()
         and not torch.compiler.is_compiling()
@@ -75,8 +85,8 @@ def _onednn(a, b):
 
 def input_gradient(upstream, weight):
     """`upstream @ weight`, `linear`'s input gradient for `upstream`
-    `(..., out)`, on oneDNN where `linear` is."""
-    if not takes_onednn(upstream, weight):
+    `(..., out)`, on oneDNN where `takes_onednn`."""
+    if not takes_onednn(upstream, weight, upstream.numel() * weight.shape[1]):
         return upstream @ weight
     rows = upstream.reshape(-1, upstream.shape[-1])
     return _onednn(rows, weight.t()).reshape(
@@ -86,9 +96,18 @@ def input_gradient(upstream, weight):
 
 def weight_gradient(upstream, x):
     """`upstream.T @ x` of rows `(n, out)` and `(n, in)`, `linear`'s weight
-    gradient, on oneDNN where `linear` is."""
-    if not takes_onednn(upstream, x):
+    gradient, on oneDNN where `takes_onednn`.
+
+    oneDNN reads both operands transposed in place. With `out` the wider
+    side it computes `(x.T @ upstream).T`: `(6272, 128)` and `(6272,
+    768)` rows, gMLP-Ti's first projection, took 3.6 ms so against MKL's
+    6.3 and 6.9 the other way round; with `in` the wider, `(6272, 384)`
+    and `(6272, 128)`, 1.8 ms against 3.1 and 3.1.
+    """
+    if not takes_onednn(upstream, x, upstream.numel() * x.shape[1]):
         return upstream.t() @ x
+    if upstream.shape[1] >= x.shape[1]:
+        return _onednn(x.t(), upstream.t()).t()
     return _onednn(upstream.t(), x.t())
 
 

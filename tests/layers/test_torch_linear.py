@@ -52,14 +52,15 @@ def test_linear_and_its_gradients_match_numpy(shape, use_bias, amd, rng):
         np.testing.assert_allclose(wide(value), reference, rtol=1e-5, atol=1e-5)
 
 
-def test_gradient_helpers_match_numpy(amd, rng):
+@pytest.mark.parametrize("inputs, outputs", [(5, 6), (6, 5)])
+def test_gradient_helpers_match_numpy(inputs, outputs, amd, rng):
     from keras_gmlp.layers.torch_linear import input_gradient
     from keras_gmlp.layers.torch_linear import weight_gradient
 
     upstream, weight, x = (
-        leaf(rng, (2, 7, 6)),
-        leaf(rng, (6, 5)),
-        leaf(rng, (14, 5)),
+        leaf(rng, (2, 7, outputs)),
+        leaf(rng, (outputs, inputs)),
+        leaf(rng, (14, inputs)),
     )
     np.testing.assert_allclose(
         wide(input_gradient(upstream, weight)),
@@ -67,13 +68,29 @@ def test_gradient_helpers_match_numpy(amd, rng):
         rtol=1e-5,
         atol=1e-5,
     )
-    rows = upstream.reshape(-1, 6)
+    rows = upstream.reshape(-1, outputs)
     np.testing.assert_allclose(
         wide(weight_gradient(rows, x)),
         wide(rows).T @ wide(x),
         rtol=1e-5,
         atol=1e-5,
     )
+
+
+def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.layers.torch_linear import linear
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    weight = leaf(rng, (64, 64))
+    rows = MIN_MULTIPLY_ADDS // (64 * 64)
+    taken = {
+        count: type(linear(leaf(rng, (count, 64)), weight).grad_fn).__name__
+        for count in (rows - 1, rows)
+    }
+    assert "OneDnnLinear" not in taken[rows - 1]
+    assert "OneDnnLinear" in taken[rows]
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
