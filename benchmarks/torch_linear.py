@@ -30,17 +30,26 @@ brackets (`torch_linear_epyc26_<model>.json`), x mkl:
 
 | model | float32 train | float32 inference |
 |---|---|---|
-| gMLP-Ti/16 | 1.22 (1.18-1.24) | 1.32 (1.28-1.43) |
-| gMLP-S/16 | 1.41 (1.36-1.47) | 1.56 (1.55-1.59) |
+| gMLP-Ti/16 | 1.29 (1.20-1.33) | 1.34 (1.26-1.45) |
+| gMLP-S/16 | 1.53 (1.49-1.53) | 1.56 (1.54-1.58) |
+
+(`torch_linear_epyc26_final_<model>.json`, at 96a2ab6.) A first run
+(`torch_linear_epyc26_<model>.json`, at 0c844ca) had every product on
+oneDNN and each weight gradient in one orientation: 1.22 / 1.32 and
+1.41 / 1.56. oneDNN lost two ways, which 96a2ab6 avoids: products of
+under 4 M multiply-adds (its call costs about 10 us more than MKL's:
+`(64, 64) x (64, 64)` 0.42x, `(128, 64) x (64, 256)` 1.07x,
+`(256, 128) x (128, 512)` 1.94x), and the weight gradient of gMLP-Ti's
+first projection read the narrow way (`(6272, 768)^T (6272, 128)` 0.93x
+MKL; as `((6272, 128)^T (6272, 768))^T` 1.78x).
 
 A scratch run before it, with `torch.nn.functional.linear` replaced
 process-wide (gMLP-Ti, two processes each): training 1,437-1,446 ms
 against 1,675-1,682, inference 394-425 against 530-534. The products
 alone, gMLP-S/16's first projection `(6272, 256) x (256, 1536)` and its
 gradients, MKL against oneDNN: forward 151 against 239 GFLOP/s, input
-gradient 201 against 451, weight gradient 183 against 335 (oneDNN
-reading the transposed operands in place; copied first, 138). Not
-measured on an Intel CPU, which keeps MKL.
+gradient 201 against 451. Not measured on an Intel CPU, which keeps
+MKL.
 
 Usage:
     KERAS_BACKEND=torch python benchmarks/torch_linear.py --suffix _mine

@@ -23,9 +23,10 @@ def linear(x, weight, bias=None):
     453-485. So where `takes_onednn` holds this runs the product and both
     of its gradients on oneDNN (`torch.ops.mkldnn._linear_pointwise`, the
     kernel `torch.compile` uses for a CPU linear). With the blocks'
-    projections so, float32 training steps at batch 32 there ran 1.22x
-    (gMLP-Ti/16) and 1.41x (gMLP-S/16) as fast, inference 1.32x and
-    1.56x (`benchmarks/torch_linear.py`). The sums are float32's in
+    projections so, float32 training steps at batch 32 there ran 1.29x
+    (gMLP-Ti/16) and 1.53x (gMLP-S/16) as fast, inference 1.34x and
+    1.56x (`benchmarks/torch_linear.py`). Products of fewer than
+    `MIN_MULTIPLY_ADDS` keep MKL. The sums are float32's in
     another order. An Intel CPU keeps MKL, fast there (389-391 GFLOP/s on
     a 2-core Xeon with AMX; oneDNN not measured there). Elsewhere it is
     `torch.nn.functional.linear`.
