@@ -702,6 +702,55 @@ def switched_variant_functions(steps, variants, use_variant):
     return functions
 
 
+def switched_image_ab(args, steps, variants, use_variant, name):
+    """An A/B of two variants of one image classifier's steps, switched
+    before every call (`switched_variant_functions`): for each of
+    `args.precisions`, `args.model` at 224 px and `args.batch_size`,
+    `steps` (`"train"`, `"infer"`) alternated over `args.rounds`; prints
+    the table and writes `<name><args.suffix>_<args.model>.json`.
+
+    Args:
+        args: the parsed `ab_benchmark_parser` flags.
+        steps: the steps to time, of `"train"` and `"infer"`.
+        variants: `(baseline, candidate)` names.
+        use_variant: function of a variant's name that makes the model
+            take that variant's path.
+        name: str, the results file's stem.
+    """
+    baseline, candidate = variants
+    run = header()
+    images, labels = random_image_batch(args.batch_size, 224)
+    rows = []
+    for precision in args.precisions:
+        model = build_image_classifier(args.model, 224, "auto", precision)
+        calls = {
+            "train": lambda m=model: m.train_on_batch(images, labels),
+            "infer": lambda m=model: m.predict_on_batch(images),
+        }
+        functions = switched_variant_functions(
+            {step: calls[step] for step in steps}, variants, use_variant
+        )
+        times = alternate(functions, args.rounds)
+        for step in steps:
+            row = ab_row(
+                times[f"{step} {baseline}"],
+                times[f"{step} {candidate}"],
+                baseline,
+                candidate,
+            )
+            rows.append(dict(row, precision=precision, step=step))
+    finish_report(
+        run,
+        rows,
+        ["precision", "step", f"{baseline}_ms", f"{candidate}_ms"]
+        + [f"x_{baseline}", "rounds_min", "rounds_max"],
+        f"{name}{args.suffix}_{args.model}",
+        rounds=args.rounds,
+        batch_size=args.batch_size,
+        model=args.model,
+    )
+
+
 def saved_tensor_storages(function):
     """`(function(), {storage pointer: bytes})`: the output of `function`
     and the storages of the tensors torch's autograd saves while it runs,

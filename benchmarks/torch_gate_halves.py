@@ -76,42 +76,19 @@ def main():
     from keras_gmlp.layers import torch_spatial_gate
 
     common.configure_threads(args.threads)
-    run = common.header()
     rule = torch_spatial_gate.takes_gelu_of_halves
-    images, labels = common.random_image_batch(args.batch_size, 224)
-    rows = []
-    for precision in args.precisions:
-        model = common.build_image_classifier(
-            args.model, 224, "auto", precision
-        )
-        functions = common.switched_variant_functions(
-            {"train": lambda m=model: m.train_on_batch(images, labels)},
-            (BASELINE, CANDIDATE),
-            lambda variant: setattr(
-                torch_spatial_gate,
-                "takes_gelu_of_halves",
-                lambda dtype, halves=variant == CANDIDATE: halves,
-            ),
-        )
-        times = common.alternate(functions, args.rounds)
-        torch_spatial_gate.takes_gelu_of_halves = rule
-        row = common.ab_row(
-            times[f"train {BASELINE}"],
-            times[f"train {CANDIDATE}"],
-            BASELINE,
-            CANDIDATE,
-        )
-        rows.append(dict(row, precision=precision, step="train"))
-    common.finish_report(
-        run,
-        rows,
-        ["precision", "step", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
-        + [f"x_{BASELINE}", "rounds_min", "rounds_max"],
-        f"torch_gate_halves{args.suffix}_{args.model}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
-        model=args.model,
+    common.switched_image_ab(
+        args,
+        ("train",),
+        (BASELINE, CANDIDATE),
+        lambda variant: setattr(
+            torch_spatial_gate,
+            "takes_gelu_of_halves",
+            lambda dtype, halves=variant == CANDIDATE: halves,
+        ),
+        "torch_gate_halves",
     )
+    torch_spatial_gate.takes_gelu_of_halves = rule
 
 
 if __name__ == "__main__":

@@ -75,44 +75,17 @@ def main():
     from keras_gmlp.layers import cpu_features
 
     common.configure_threads(args.threads)
-    run = common.header()
-    images, labels = common.random_image_batch(args.batch_size, 224)
-    rows = []
-    for precision in args.precisions:
-        model = common.build_image_classifier(
-            args.model, 224, "auto", precision
-        )
-        functions = common.switched_variant_functions(
-            {
-                "train": lambda m=model: m.train_on_batch(images, labels),
-                "infer": lambda m=model: m.predict_on_batch(images),
-            },
-            (BASELINE, CANDIDATE),
-            lambda variant: setattr(
-                cpu_features,
-                "is_amd",
-                lambda amd=variant == CANDIDATE: amd,
-            ),
-        )
-        times = common.alternate(functions, args.rounds)
-        for step in ("train", "infer"):
-            row = common.ab_row(
-                times[f"{step} {BASELINE}"],
-                times[f"{step} {CANDIDATE}"],
-                BASELINE,
-                CANDIDATE,
-            )
-            rows.append(dict(row, precision=precision, step=step))
-    common.finish_report(
-        run,
-        rows,
-        ["precision", "step", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
-        + [f"x_{BASELINE}", "rounds_min", "rounds_max"],
-        f"torch_linear{args.suffix}_{args.model}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
-        model=args.model,
+    vendor_rule = cpu_features.is_amd
+    common.switched_image_ab(
+        args,
+        ("train", "infer"),
+        (BASELINE, CANDIDATE),
+        lambda variant: setattr(
+            cpu_features, "is_amd", lambda amd=variant == CANDIDATE: amd
+        ),
+        "torch_linear",
     )
+    cpu_features.is_amd = vendor_rule
 
 
 if __name__ == "__main__":
