@@ -33,7 +33,10 @@ brackets (`torch_linear_epyc26_<model>.json`), x mkl:
 | gMLP-Ti/16 | 1.29 (1.20-1.33) | 1.34 (1.26-1.45) |
 | gMLP-S/16 | 1.53 (1.49-1.53) | 1.56 (1.54-1.58) |
 
-(`torch_linear_epyc26_final_<model>.json`, at 96a2ab6.) A first run
+(`torch_linear_epyc26_final_<model>.json`, at 96a2ab6.) gMLP-Ti/16 at
+smaller batches, at 13cf1ea: batch 8 train 1.30 (1.28-1.38), inference
+1.29 (1.18-1.35); batch 2 1.23 (1.22-1.26) and 1.20 (1.19-1.23)
+(`torch_linear_epyc26_batch{8,2}_gmlp_ti16_224.json`). A first run
 (`torch_linear_epyc26_<model>.json`, at 0c844ca) had every product on
 oneDNN and each weight gradient in one orientation: 1.22 / 1.32 and
 1.41 / 1.56. oneDNN lost two ways, which 96a2ab6 avoids: products of
