@@ -79,9 +79,9 @@ def _has_onednn_linear():
     )
 
 
-def _onednn(a, b):
-    """`a @ b.T` of 2-D float32 tensors on oneDNN."""
-    return torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [None], "")
+def _onednn(a, b, bias=None):
+    """`a @ b.T (+ bias)` of 2-D float32 tensors on oneDNN."""
+    return torch.ops.mkldnn._linear_pointwise(a, b, bias, "none", [None], "")
 
 
 def input_gradient(upstream, weight):
@@ -118,10 +118,7 @@ class OneDnnLinear(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        rows = x.reshape(-1, x.shape[-1])
-        outputs = torch.ops.mkldnn._linear_pointwise(
-            rows, weight, bias, "none", [None], ""
-        )
+        outputs = _onednn(x.reshape(-1, x.shape[-1]), weight, bias)
         ctx.save_for_backward(x, weight)
         ctx.has_bias = bias is not None
         return outputs.reshape(*x.shape[:-1], weight.shape[0])
