@@ -9,6 +9,8 @@ from torch.autograd.function import once_differentiable
 
 from keras_gmlp.layers.torch_linear import input_gradient
 from keras_gmlp.layers.torch_linear import linear
+from keras_gmlp.layers.torch_linear import over_tokens
+from keras_gmlp.layers.torch_linear import over_tokens_gradients
 from keras_gmlp.layers.torch_linear import weight_gradient
 
 
@@ -101,12 +103,6 @@ def halves(x):
     return x.chunk(2, dim=-1)
 
 
-def over_tokens(weight, x):
-    """`weight @ x` for `x` `(..., tokens, c)`: a batched matmul of the
-    broadcast weight, as the unit's product is (no copy of `x`)."""
-    return torch.matmul(weight.expand(*x.shape[:-2], *weight.shape), x)
-
-
 class RecomputedGate(torch.autograd.Function):
     """`recomputed_spatial_gate`'s forward and backward passes."""
 
@@ -181,7 +177,6 @@ class RecomputedGate(torch.autograd.Function):
         by_kernel = by_projection_bias = None
         if kernel is not None:
             # The second projection's gradients, its input recomputed.
-            # The second projection's gradients, its input recomputed.
             rows = upstream.reshape(-1, upstream.shape[-1])
             gated = (u * product).reshape(-1, u.shape[-1])
             by_kernel = weight_gradient(rows, gated).t()
@@ -199,11 +194,10 @@ class RecomputedGate(torch.autograd.Function):
         normalized = torch.native_layer_norm(
             v, (v.shape[-1],), gamma, beta, ctx.epsilon
         )[0]
-        by_weight = torch.matmul(by_product, normalized.transpose(-1, -2))
+        by_weight, by_normalized = over_tokens_gradients(
+            weight, normalized, by_product
+        )
         del normalized
-        if batch_axes:
-            by_weight = by_weight.sum(dim=batch_axes)
-        by_normalized = over_tokens(weight.transpose(0, 1), by_product)
         by_v, by_gamma, by_beta = torch.ops.aten.native_layer_norm_backward(
             by_normalized,
             v,

@@ -77,6 +77,58 @@ def test_gradient_helpers_match_numpy(inputs, outputs, amd, rng):
     )
 
 
+@pytest.mark.parametrize(
+    "leading", [(), (3,), (2, 3)], ids=["no batch", "batch", "two axes"]
+)
+@pytest.mark.parametrize("tokens", [(5, 5), (4, 6)], ids=["square", "wide"])
+def test_token_product_and_its_gradients_match_numpy(tokens, leading, amd, rng):
+    import torch
+
+    from keras_gmlp.layers.torch_linear import over_tokens
+
+    (n, m), c = tokens, 7
+    weight, x = leaf(rng, (n, m)), leaf(rng, (*leading, m, c))
+    outputs = over_tokens(weight, x)
+    upstream = torch.tensor(rng.normal(size=outputs.shape), dtype=torch.float32)
+    by_weight, by_x = torch.autograd.grad(outputs, (weight, x), upstream)
+    assert ("OneDnnTokenProduct" in type(outputs.grad_fn).__name__) == amd
+    expected = np.einsum("nm,...mc->...nc", wide(weight), wide(x))
+    want_weight = np.einsum(
+        "bnc,bmc->nm",
+        wide(upstream).reshape(-1, n, c),
+        wide(x).reshape(-1, m, c),
+    )
+    want_x = np.einsum("nm,...nc->...mc", wide(weight), wide(upstream))
+    for value, reference in [
+        (outputs, expected),
+        (by_weight, want_weight),
+        (by_x, want_x),
+    ]:
+        assert value.shape == reference.shape
+        np.testing.assert_allclose(wide(value), reference, rtol=1e-5, atol=1e-5)
+
+
+def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
+    monkeypatch, rng
+):
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.layers.torch_linear import over_tokens
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    weight = leaf(rng, (64, 64))
+    channels = MIN_MULTIPLY_ADDS // (64 * 64 * 4)
+    taken = {
+        count: type(over_tokens(weight, leaf(rng, (4, 64, count))).grad_fn)
+        for count in (channels - 1, channels)
+    }
+    assert "OneDnnTokenProduct" not in taken[channels - 1].__name__
+    assert "OneDnnTokenProduct" in taken[channels].__name__
+    weight, x = leaf(rng, (64, 64), "bfloat16"), leaf(rng, (4, 64, channels))
+    halves = over_tokens(weight, x.to(weight.dtype))
+    assert "OneDnnTokenProduct" not in type(halves.grad_fn).__name__
+
+
 def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
     from keras_gmlp.layers import cpu_features
     from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
