@@ -27,6 +27,25 @@ images, AdamW, float32; before every timed call the answer is switched
 (eager torch traces nothing), in interleaved rounds. `x mkl` is the
 baseline's seconds per step over the candidate's (above 1: faster).
 
+Measured on the idle 2-core AMD EPYC (family 26, model 2: AVX-512,
+AVX512-BF16, no AMX), batch 32, 5 rounds, medians, rounds' range in
+brackets (`torch_token_product_epyc26_stop46_<model>.json`, at ec7ff3d),
+x mkl:
+
+| model | float32 train | float32 inference |
+|---|---|---|
+| gMLP-Ti/16 | 1.14 (1.08-1.19) | 1.16 (1.14-1.19) |
+| gMLP-S/16 | 1.13 (1.11-1.14) | 1.13 (1.12-1.14) |
+
+Tried and not adopted (scratch, the recomputing gate's two forms
+switched in one process, gMLP-Ti/16, batch 32, 7 rounds): the gate's
+`v` written tokens first by its GELU (`gelu.out` into a `(tokens,
+batch, c)` buffer), so that the norm, the product and both gradients
+read and write the rows without `token_rows`' copies (one copy a block
+instead of four), in every dtype. float32 training 1.02x (0.98-1.06),
+bfloat16 0.98x (0.975-1.01): the GELU's gradient then reads `v`'s
+gradient across the layout and ran 2.2 ms a call against 1.7.
+
 Usage:
     KERAS_BACKEND=torch python benchmarks/torch_token_product.py --suffix _mine
 Results: benchmarks/results/torch_token_product<suffix>_<model>.json
