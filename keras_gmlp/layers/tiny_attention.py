@@ -107,17 +107,18 @@ class TinyAttention(keras.layers.Layer):
             allowed = (
                 keys if allowed is None else ops.logical_and(allowed, keys)
             )
+        # Scalars, not filled `(..., n, n)` tensors, for the masked
+        # entries: an aMLP masked-LM training step at n = 512 ran 1.03x
+        # (torch), 1.01x (TensorFlow, JAX) as fast so (scratch, stop 46).
         weights = ops.softmax(
-            scores
-            if allowed is None
-            else ops.where(allowed, scores, ops.full_like(scores, -1e9)),
+            scores if allowed is None else ops.where(allowed, scores, -1e9),
             axis=-1,
         )
         if allowed is not None:
             # A query with no visible key (a padded one before any real
             # token, or a row of padding only) would spread its softmax
             # over every key, future ones included: it attends to nothing.
-            weights = ops.where(allowed, weights, ops.zeros_like(weights))
+            weights = ops.where(allowed, weights, 0.0)
         weights = ops.cast(weights, value.dtype)
         attended = ops.einsum("...ij,...jd->...id", weights, value)
         return self.output_projection(attended)
