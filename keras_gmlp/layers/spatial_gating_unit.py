@@ -166,7 +166,7 @@ def token_product(weight, v, bias, batched=False):
     (`torch.nn.functional.linear` of `v` transposed, the bias fused)
     measured no faster; in float32 on an AMD CPU the batched product runs
     on oneDNN instead of MKL (`keras_gmlp.layers.torch_linear.over_tokens`:
-    gMLP-Ti inference 1.17x faster on an AMD EPYC with AVX-512).
+    gMLP-Ti inference 1.16x faster on an AMD EPYC with AVX-512).
 
     Args:
         weight: tensor `(n, m)`.

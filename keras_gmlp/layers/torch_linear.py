@@ -153,8 +153,8 @@ def over_tokens(weight, x):
     GFLOP/s so against MKL's batched 202, its weight gradient at 269
     against 192 (batched and summed); a masked LM's at n = 512, `(512,
     512)` times `(8, 512, 256)`, at 433 and 442 against 216 and 200.
-    Training steps at batch 32 ran 1.14x (gMLP-Ti/16) and 1.09x
-    (gMLP-S/16) as fast, inference 1.17x and 1.14x
+    Training steps at batch 32 ran 1.14x (gMLP-Ti/16) and 1.13x
+    (gMLP-S/16) as fast, inference 1.16x and 1.13x
     (`benchmarks/torch_token_product.py`). The sums are float32's in
     another order.
 
@@ -173,7 +173,8 @@ def over_tokens(weight, x):
 def over_tokens_gradients(weight, x, upstream):
     """The gradients of `over_tokens(weight, x)` for `upstream`
     `(..., n, c)`: `weight`'s `(n, m)`, summed over the leading axes, and
-    `x`'s `(..., m, c)`, on oneDNN where `takes_onednn` holds."""
+    `x`'s `(..., m, c)`, on oneDNN where `takes_onednn_over_tokens`
+    holds."""
     multiply_adds = upstream.numel() * weight.shape[1]
     if not takes_onednn_over_tokens(weight, upstream, multiply_adds):
         by_weight = torch.matmul(upstream, x.transpose(-1, -2))
