@@ -751,6 +751,33 @@ def switched_image_ab(args, steps, variants, use_variant, name):
     )
 
 
+def switched_rule_ab(args, owner, attribute, rules, steps, name):
+    """`switched_image_ab` of two variants that differ in one function,
+    `owner.attribute` (a rule the model's layers read at every call):
+    `rules` maps each variant's name, the baseline first, to the function
+    it puts there; the original is put back after.
+
+    Args:
+        args: the parsed `ab_benchmark_parser` flags.
+        owner: the module that holds the rule.
+        attribute: str, the rule's name in `owner`.
+        rules: dict of two variants' names to functions.
+        steps: the steps to time, of `"train"` and `"infer"`.
+        name: str, the results file's stem.
+    """
+    original = getattr(owner, attribute)
+    try:
+        switched_image_ab(
+            args,
+            steps,
+            tuple(rules),
+            lambda variant: setattr(owner, attribute, rules[variant]),
+            name,
+        )
+    finally:
+        setattr(owner, attribute, original)
+
+
 def saved_tensor_storages(function):
     """`(function(), {storage pointer: bytes})`: the output of `function`
     and the storages of the tensors torch's autograd saves while it runs,

@@ -76,19 +76,14 @@ def main():
     from keras_gmlp.layers import torch_spatial_gate
 
     common.configure_threads(args.threads)
-    rule = torch_spatial_gate.takes_gelu_of_halves
-    common.switched_image_ab(
+    common.switched_rule_ab(
         args,
+        torch_spatial_gate,
+        "takes_gelu_of_halves",
+        {BASELINE: lambda dtype: False, CANDIDATE: lambda dtype: True},
         ("train",),
-        (BASELINE, CANDIDATE),
-        lambda variant: setattr(
-            torch_spatial_gate,
-            "takes_gelu_of_halves",
-            lambda dtype, halves=variant == CANDIDATE: halves,
-        ),
         "torch_gate_halves",
     )
-    torch_spatial_gate.takes_gelu_of_halves = rule
 
 
 if __name__ == "__main__":

@@ -78,17 +78,14 @@ def main():
     from keras_gmlp.layers import cpu_features
 
     common.configure_threads(args.threads)
-    vendor_rule = cpu_features.is_amd
-    common.switched_image_ab(
+    common.switched_rule_ab(
         args,
+        cpu_features,
+        "is_amd",
+        {BASELINE: lambda: False, CANDIDATE: lambda: True},
         ("train", "infer"),
-        (BASELINE, CANDIDATE),
-        lambda variant: setattr(
-            cpu_features, "is_amd", lambda amd=variant == CANDIDATE: amd
-        ),
         "torch_linear",
     )
-    cpu_features.is_amd = vendor_rule
 
 
 if __name__ == "__main__":

@@ -70,21 +70,17 @@ def main():
     from keras_gmlp.layers import torch_linear
 
     common.configure_threads(args.threads)
-    rule = torch_linear.takes_onednn_over_tokens
-
-    def use_variant(variant):
-        torch_linear.takes_onednn_over_tokens = (
-            rule if variant == CANDIDATE else lambda *_: False
-        )
-
-    common.switched_image_ab(
+    common.switched_rule_ab(
         args,
+        torch_linear,
+        "takes_onednn_over_tokens",
+        {
+            BASELINE: lambda *_: False,
+            CANDIDATE: torch_linear.takes_onednn_over_tokens,
+        },
         ("train", "infer"),
-        (BASELINE, CANDIDATE),
-        use_variant,
         "torch_token_product",
     )
-    torch_linear.takes_onednn_over_tokens = rule
 
 
 if __name__ == "__main__":
