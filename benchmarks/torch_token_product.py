@@ -37,6 +37,11 @@ x mkl:
 | gMLP-Ti/16 | 1.14 (1.08-1.19) | 1.16 (1.14-1.19) |
 | gMLP-S/16 | 1.13 (1.11-1.14) | 1.13 (1.12-1.14) |
 
+gMLP-Ti/16 at smaller batches, at 85e3116 (the same products):
+batch 8 train 1.23 (1.14-1.34), inference 1.25 (1.15-1.31); batch 2
+1.12 (1.02-1.16) and 1.12 (1.07-1.16)
+(`torch_token_product_epyc26_batch{8,2}_stop46_gmlp_ti16_224.json`).
+
 Tried and not adopted (scratch, the recomputing gate's two forms
 switched in one process, gMLP-Ti/16, batch 32, 7 rounds): the gate's
 `v` written tokens first by its GELU (`gelu.out` into a `(tokens,
