@@ -195,24 +195,33 @@ class GMLPBlock(keras.layers.Layer):
                 normalized
             )
         )
+        trains_tensorflow = (
+            training
+            and self.gating == "split"
+            and self.spatial_gating_unit.takes_tensorflow_training_gate(
+                normalized
+            )
+        )
         if self.gating == "split" and (
             backend == "torch"
             or (backend == "jax" and training)
             or recomputes_tensorflow
             or infers_tensorflow
+            or trains_tensorflow
         ):
             # The projection before its GELU: the unit's training call
             # recomputes the GELU (`call_on_projection`; under TensorFlow
-            # only for a unit made under `keras.RematScope(mode=
-            # "activations")`). Under JAX and TensorFlow two products, one
-            # per half (`split_dense`); eager torch runs one faster
+            # in its training gate's gradient functions, and for a unit
+            # made under `keras.RematScope(mode="activations")` more).
+            # Under JAX and TensorFlow two products, one per half
+            # (`split_dense`); eager torch runs one faster
             # (`split_dense_gelu`).
             # TensorFlow's gates add the halves' biases themselves
-            # (`split_products`): the recomputing one to sum their
-            # gradients in its gradient functions, the bfloat16 inference
-            # one with the GELUs in its XLA functions.
+            # (`split_products`): the training ones to sum their gradients
+            # in their gradient functions, the bfloat16 inference one with
+            # the GELUs in its XLA functions.
             biases = None
-            if recomputes_tensorflow or infers_tensorflow:
+            if recomputes_tensorflow or infers_tensorflow or trains_tensorflow:
                 projected, biases = split_products(
                     self.channel_projection_in, normalized
                 )

@@ -10,6 +10,7 @@ from keras_gmlp.layers import cpu_features
 from keras_gmlp.layers.bias_add import bias_add
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gelu import _KERAS_GELU
+from keras_gmlp.layers.gelu import biased_gelu
 from keras_gmlp.layers.gelu import gelu
 from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.layer_normalization import jax_layer_norm
@@ -618,7 +619,16 @@ class SpatialGatingUnit(keras.layers.Layer):
         0.93x as fast in float32, 0.91x in bfloat16) for memory (the first
         steps' peak RSS 0.86x timm's instead of 1.34x;
         `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
-        AMX). Under TensorFlow outside training, under a bfloat16 policy,
+        AMX). Under TensorFlow in training for any other unit, with the
+        halves' biases apart, the gated half `gelu(u's) * (W z + b)` is one
+        XLA function with its gradient in another (the GELU recomputed),
+        and in bfloat16 and float16 so is the gate input `z`
+        (`tensorflow_spatial_gate.training_gelu_gate`,
+        `training_normalized_gelu`): gMLP-Ti training 1.04x (float32) and
+        1.08x (bfloat16) as fast as TensorFlow's own differentiation, the
+        first steps' peak RSS 1.19x timm's instead of 1.33x (float32; an
+        AMD EPYC with AVX-512). Under TensorFlow outside training, under a
+        bfloat16 policy,
         the halves' products with their biases apart are the products of
         plain `MatMul`s, whose biases and GELUs the norm's and the
         gating's XLA functions compute
@@ -643,8 +653,9 @@ class SpatialGatingUnit(keras.layers.Layer):
                 functions; TensorFlow's bfloat16 inference gate adds them
                 in its XLA functions.
             training: bool or `None`. Under TensorFlow, `True` takes the
-                recomputing gate (for a unit made under the scope) and
-                never the inference gate; `False` the inference gate
+                recomputing gate (for a unit made under the scope, else
+                the training gate, with `hidden_biases`) and never the
+                inference gate; `False` the inference gate
                 (bfloat16, with `hidden_biases`) and never the recomputing
                 one; `None` the recomputing gate for a unit made under the
                 scope, else the inference gate.
@@ -673,8 +684,14 @@ class SpatialGatingUnit(keras.layers.Layer):
             and hidden_biases is not None
             and self.takes_tensorflow_inference_gate(first)
         )
+        trains_tensorflow = (
+            training
+            and not recomputes_tensorflow
+            and hidden_biases is not None
+            and self.takes_tensorflow_training_gate(first)
+        )
         if hidden_biases is not None and not (
-            recomputes_tensorflow or infers_tensorflow
+            recomputes_tensorflow or infers_tensorflow or trains_tensorflow
         ):
             hidden = tuple(map(bias_add, hidden, hidden_biases))
             hidden_biases = None
@@ -737,6 +754,32 @@ class SpatialGatingUnit(keras.layers.Layer):
                 self.norm.epsilon,
                 *product_weights,
                 attention,
+            )
+        elif trains_tensorflow:
+            from keras_gmlp.layers import tensorflow_spatial_gate
+
+            self._check_length(length)
+            hidden_u, hidden_v = hidden
+            bias_u, bias_v = hidden_biases
+            if keras.backend.standardize_dtype(hidden_v.dtype) == "float32":
+                # Its GELU and norm as one function measured slower in
+                # float32 (gMLP-Ti training 0.94x, `benchmarks/
+                # tensorflow_training_gate.py`); in bfloat16 as fast,
+                # keeping less.
+                z = direct_call(self.norm, biased_gelu(hidden_v, bias_v))
+            else:
+                z = tensorflow_spatial_gate.training_normalized_gelu(
+                    hidden_v,
+                    bias_v,
+                    self.norm.gamma.value,
+                    self.norm.beta.value,
+                    self.norm.epsilon,
+                )
+            weight, bias = self._recomputed_operands(length, z.dtype, None)[0]
+            if attention is not None:
+                attention = ops.cast(attention, z.dtype)
+            gated = tensorflow_spatial_gate.training_gelu_gate(
+                hidden_u, bias_u, ops.matmul(weight, z), bias, attention
             )
         else:
             u, v = map(gelu, hidden) if pair else self._halves(gelu(hidden))
@@ -821,6 +864,21 @@ class SpatialGatingUnit(keras.layers.Layer):
             xla_functions_enabled()
             and self.rematerializes_activations
             and self._recomputable_3d(hidden, length)
+        )
+
+    def takes_tensorflow_training_gate(self, hidden):
+        """Whether `call_on_projection` of `hidden` (or of a tensor of its
+        shape and dtype), its biases apart, in training, takes TensorFlow's
+        training gate for the gated half (`keras_gmlp.layers.
+        tensorflow_spatial_gate.training_gelu_gate`): the XLA functions'
+        path (not exports), `(batch, tokens, channels)`, what the
+        recomputing gates need, a unit not made under
+        `keras.RematScope(mode="activations")` (that one recomputes
+        more)."""
+        return (
+            xla_functions_enabled()
+            and not self.rematerializes_activations
+            and self._recomputable_3d(hidden, hidden.shape[-2])
         )
 
     def takes_tensorflow_inference_gate(self, hidden):

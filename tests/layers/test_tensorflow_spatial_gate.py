@@ -1,5 +1,5 @@
-"""The spatial gating unit's recomputing training call and bfloat16
-inference gate under TensorFlow."""
+"""The spatial gating unit's training gates (the default one and the
+recomputing one) and bfloat16 inference gate under TensorFlow."""
 
 import json
 import os
@@ -132,6 +132,126 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
     default.build(x.shape)
     _, gates = counting_gates(lambda: default(x, training=True))
     assert gates == 0
+
+
+def without_training_gate(function):
+    """`function()` with the default blocks' training call under
+    TensorFlow's own differentiation, not the training gate's functions."""
+    original = SpatialGatingUnit.takes_tensorflow_training_gate
+    SpatialGatingUnit.takes_tensorflow_training_gate = lambda self, hidden: (
+        False
+    )
+    try:
+        return function()
+    finally:
+        SpatialGatingUnit.takes_tensorflow_training_gate = original
+
+
+def counting_training_gates(function):
+    """`(function(), how many of the training gate's gated halves and
+    normalised gate inputs it built)`."""
+    (result, halves), inputs = counting_built(
+        "training_normalized_gelu",
+        lambda: counting_built("training_gelu_gate", function),
+    )
+    return result, (halves, inputs)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("attention_dim", [None, 4])
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_training_gate_matches_tensorflow_differentiation(
+    spatial, attention_dim, policy, rng
+):
+    # A block made without the scope trains through the training gate's
+    # functions: the loss and every gradient are TensorFlow's own
+    # differentiation of the usual call's.
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(
+        ffn_dim=12, attention_dim=attention_dim, spatial=spatial, dtype=policy
+    )
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    upstream = rng.normal(size=x.shape)
+
+    def gradients():
+        return block_gradients(block, x, upstream)
+
+    (loss, gated), gates = counting_training_gates(gradients)
+    (expected_loss, expected), autograd_gates = counting_training_gates(
+        lambda: without_training_gate(gradients)
+    )
+    # In float32 the gate input is the GELU's and the norm's functions.
+    inputs = 0 if policy == "float32" else 1
+    assert (gates, autograd_gates) == ((1, inputs), (0, 0))
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
+    assert len(gated) == len(block.trainable_variables) + 1
+    assert_gradients_close(gated, expected, tolerance)
+
+
+def test_training_gate_in_default_training_only(rng):
+    from keras_gmlp.layers.xla_functions import portable_ops
+
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+
+    def gates(training=True, method=None, **kwargs):
+        block = GMLPBlock(ffn_dim=12, **kwargs)
+        block.build(x.shape)
+        if method is not None:
+            block.spatial_gating_unit.toeplitz_method = method
+        return counting_training_gates(lambda: block(x, training=training))[1]
+
+    # The gate input as one function in bfloat16 and float16 only.
+    assert gates() == (1, 0)
+    assert gates(dtype="mixed_bfloat16") == (1, 1)
+    assert gates(dtype="mixed_float16") == (1, 1)
+    assert gates(spatial="toeplitz", method="matmul") == (1, 0)
+    assert gates(training=False) == (0, 0)
+    # The FFT product and the gatings without halves take the usual call.
+    assert gates(spatial="toeplitz", method="fft") == (0, 0)
+    assert gates(gating="multiplicative") == (0, 0)
+    with portable_ops():
+        assert gates() == (0, 0)
+    # A block made under the scope takes the recomputing gate instead.
+    with keras.RematScope(mode="activations"):
+        assert gates() == (0, 0)
+
+
+def test_training_gate_leaves_no_tensorflow_sum_over_the_gate(rng):
+    # The gating and the token product's bias gradient are inside the
+    # gated half's functions, the halves' bias gradients in theirs: no
+    # TensorFlow `Mul` or `Sum` over a `(batch, tokens, gate channels)`
+    # tensor is left (`v`'s bias is still TensorFlow's add in float32).
+    import tensorflow as tf
+
+    x = tf.constant(rng.normal(size=(2, 5, 8)), "float32")
+    block = GMLPBlock(ffn_dim=12)
+    block.build(x.shape)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(block(x, training=True))
+        return tape.gradient(loss, [x] + block.trainable_variables)
+
+    graph = gradients.get_concrete_function().graph
+    gate_shape = [2, 5, 6]
+    kinds = {
+        op.type
+        for op in graph.get_operations()
+        if op.inputs
+        and op.inputs[0].shape.as_list() == gate_shape
+        # `BatchMatMulV2`'s gradient sums `v`'s over no axis.
+        and op.outputs[0].shape.as_list() != gate_shape
+    }
+    kinds |= {
+        op.type
+        for op in graph.get_operations()
+        if op.type == "Mul" and op.outputs[0].shape.as_list() == gate_shape
+    }
+    assert not {"Sum", "Mul"} & kinds, kinds
 
 
 def counting_inference_gates(function):
@@ -340,7 +460,11 @@ import tensorflow as tf
 from keras_gmlp.layers import GMLPBlock
 
 x = tf.constant(np.random.default_rng(0).normal(size=(4, 32, 16)), "float32")
+from keras_gmlp.layers import SpatialGatingUnit
+
 mode = "activations" if sys.argv[1] == "recomputed" else None
+if sys.argv[1] == "autograd":
+    SpatialGatingUnit.takes_tensorflow_training_gate = lambda self, h: False
 with keras.RematScope(mode=mode):
     stack = keras.Sequential([GMLPBlock(ffn_dim=128) for _ in range(6)])
 stack.build(x.shape)
@@ -376,13 +500,18 @@ def peak_bytes(form):
 
 def test_keeps_less_for_the_backward_pass():
     # The kept activations of a stack of blocks add up: the recomputation
-    # must not be merged back into the forward pass by Grappler.
-    recomputed, kept_by_autograd = (
+    # must not be merged back into the forward pass by Grappler. The
+    # default training gate keeps 2.5 values per expanded channel and
+    # token where TensorFlow's own differentiation keeps 3.5; the
+    # recomputing gate 1.5.
+    recomputed, default, kept_by_autograd = (
         peak_bytes("recomputed"),
+        peak_bytes("default"),
         peak_bytes("autograd"),
     )
     assert kept_by_autograd > 1_000_000
-    assert recomputed < 0.85 * kept_by_autograd
+    assert default < 0.95 * kept_by_autograd
+    assert recomputed < 0.85 * default
 
 
 def test_a_classifier_made_under_the_scope_trains_through_the_gate(rng):
