@@ -762,10 +762,10 @@ class SpatialGatingUnit(keras.layers.Layer):
             hidden_u, hidden_v = hidden
             bias_u, bias_v = hidden_biases
             if keras.backend.standardize_dtype(hidden_v.dtype) == "float32":
-                # Its GELU and norm as one function measured slower in
-                # float32 (gMLP-Ti training 0.94x, `benchmarks/
-                # tensorflow_training_gate.py`); in bfloat16 as fast,
-                # keeping less.
+                # The GELU and norm as one function made float32 gMLP-Ti
+                # training 0.94x as fast (`benchmarks/
+                # tensorflow_training_gate.py`); bfloat16 as fast, keeping
+                # less.
                 z = direct_call(self.norm, biased_gelu(hidden_v, bias_v))
             else:
                 z = tensorflow_spatial_gate.training_normalized_gelu(

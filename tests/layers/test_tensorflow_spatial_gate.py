@@ -85,16 +85,11 @@ def counting_gates(function):
     return counting_built("recomputed_spatial_gate", function)
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
-@pytest.mark.parametrize("attention_dim", [None, 4])
-@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
-def test_gradients_match_tensorflow_differentiation(
-    spatial, attention_dim, policy, rng
-):
-    x = rng.normal(size=(2, 6, 8)).astype("float32")
-    block = rematerialized_block(
-        ffn_dim=12, attention_dim=attention_dim, spatial=spatial, dtype=policy
-    )
+def assert_gradients_match(block, x, rng, counting, reference, gates):
+    """Checks that `block`'s loss and gradients for `x` (random weights and
+    upstream gradient) equal those traced under `reference`, a function
+    that calls its argument with TensorFlow's own differentiation, and
+    that `counting` counted `gates` built with and without it."""
     block.build(x.shape)
     randomize_weights(block, rng, scale=0.3)
     upstream = rng.normal(size=x.shape)
@@ -102,16 +97,30 @@ def test_gradients_match_tensorflow_differentiation(
     def gradients():
         return block_gradients(block, x, upstream)
 
-    (loss, recomputed), gates = counting_gates(gradients)
-    (expected_loss, expected), autograd_gates = counting_gates(
-        lambda: with_autograd(gradients)
+    (loss, got), built = counting(gradients)
+    (expected_loss, expected), reference_built = counting(
+        lambda: reference(gradients)
+    )
+    assert (built, reference_built) == gates
+    low_precision = block.compute_dtype != "float32"
+    tolerance = 2e-2 if low_precision else 1e-5
+    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
+    assert len(got) == len(block.trainable_variables) + 1
+    assert_gradients_close(got, expected, tolerance)
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("attention_dim", [None, 4])
+@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
+def test_gradients_match_tensorflow_differentiation(
+    spatial, attention_dim, policy, rng
+):
+    block = rematerialized_block(
+        ffn_dim=12, attention_dim=attention_dim, spatial=spatial, dtype=policy
     )
     # The recomputing gate is the one traced by default.
-    assert (gates, autograd_gates) == (1, 0)
-    tolerance = 1e-5 if policy == "float32" else 2e-2
-    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
-    assert len(recomputed) == len(block.trainable_variables) + 1
-    assert_gradients_close(recomputed, expected, tolerance)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    assert_gradients_match(block, x, rng, counting_gates, with_autograd, (1, 0))
 
 
 def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
@@ -164,30 +173,21 @@ def test_training_gate_matches_tensorflow_differentiation(
     spatial, attention_dim, policy, rng
 ):
     # A block made without the scope trains through the training gate's
-    # functions: the loss and every gradient are TensorFlow's own
-    # differentiation of the usual call's.
-    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    # functions; in float32 its gate input is the GELU's and the norm's
+    # functions.
     block = GMLPBlock(
         ffn_dim=12, attention_dim=attention_dim, spatial=spatial, dtype=policy
     )
-    block.build(x.shape)
-    randomize_weights(block, rng, scale=0.3)
-    upstream = rng.normal(size=x.shape)
-
-    def gradients():
-        return block_gradients(block, x, upstream)
-
-    (loss, gated), gates = counting_training_gates(gradients)
-    (expected_loss, expected), autograd_gates = counting_training_gates(
-        lambda: without_training_gate(gradients)
-    )
-    # In float32 the gate input is the GELU's and the norm's functions.
     inputs = 0 if policy == "float32" else 1
-    assert (gates, autograd_gates) == ((1, inputs), (0, 0))
-    tolerance = 1e-5 if policy == "float32" else 2e-2
-    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
-    assert len(gated) == len(block.trainable_variables) + 1
-    assert_gradients_close(gated, expected, tolerance)
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    assert_gradients_match(
+        block,
+        x,
+        rng,
+        counting_training_gates,
+        without_training_gate,
+        ((1, inputs), (0, 0)),
+    )
 
 
 def test_training_gate_in_default_training_only(rng):
