@@ -541,3 +541,42 @@ def test_a_classifier_made_under_the_scope_trains_through_the_gate(rng):
     )
     assert gates > 0 and default_gates == 0
     np.testing.assert_allclose(loss, expected, rtol=1e-5)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_classifier_trains_through_the_training_gate(jit_compile, rng):
+    # Keras' training step, traced by `fit` (and compiled whole by XLA
+    # with `jit_compile=True`): the same loss and weights after a step as
+    # TensorFlow's own differentiation gives.
+    import keras_gmlp
+
+    def trained(gate):
+        keras.utils.set_random_seed(0)
+        model = keras_gmlp.GMLPImageClassifier.from_preset(
+            "gmlp_micro4_32", num_classes=10
+        )
+        model.compile(
+            optimizer=keras.optimizers.SGD(0.1),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=jit_compile,
+        )
+
+        def step():
+            return model.train_on_batch(images, labels)
+
+        if gate:
+            loss, gates = counting_training_gates(step)
+        else:
+            loss, gates = counting_training_gates(
+                lambda: without_training_gate(step)
+            )
+        return loss, gates, model.get_weights()
+
+    images = rng.uniform(size=(4, 32, 32, 3)).astype("float32")
+    labels = rng.integers(0, 10, size=(4,))
+    loss, gates, weights = trained(gate=True)
+    expected, autograd_gates, expected_weights = trained(gate=False)
+    assert gates[0] > 0 and autograd_gates == (0, 0)
+    np.testing.assert_allclose(loss, expected, rtol=1e-5)
+    for got, want in zip(weights, expected_weights, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
