@@ -166,7 +166,9 @@ def counting_training_gates(function):
     return result, (halves, inputs)
 
 
-@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize(
+    "policy", ["float32", "mixed_bfloat16", "mixed_float16"]
+)
 @pytest.mark.parametrize("attention_dim", [None, 4])
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
 def test_training_gate_matches_tensorflow_differentiation(
