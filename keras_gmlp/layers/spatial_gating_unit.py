@@ -624,10 +624,10 @@ class SpatialGatingUnit(keras.layers.Layer):
         XLA function with its gradient in another (the GELU recomputed),
         and in bfloat16 and float16 so is the gate input `z`
         (`tensorflow_spatial_gate.training_gelu_gate`,
-        `training_normalized_gelu`): gMLP-Ti training 1.04x (float32) and
-        1.08x (bfloat16) as fast as TensorFlow's own differentiation, the
-        first steps' peak RSS 1.19x timm's instead of 1.33x (float32; an
-        AMD EPYC with AVX-512). Under TensorFlow outside training, under a
+        `training_normalized_gelu`): the first steps' peak RSS 1.19x
+        timm's instead of 1.33x (gMLP-Ti, float32), the steps as fast or
+        faster than TensorFlow's own differentiation (1.00-1.08x; an AMD
+        EPYC with AVX-512). Under TensorFlow outside training, under a
         bfloat16 policy,
         the halves' products with their biases apart are the products of
         plain `MatMul`s, whose biases and GELUs the norm's and the

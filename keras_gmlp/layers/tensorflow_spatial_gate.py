@@ -274,9 +274,10 @@ def training_normalized_gelu(hidden_v, bias_v, gamma, beta, epsilon):
     weights; it keeps `hidden_v` only. The unit takes it in bfloat16 and
     float16 (with `training_gelu_gate`, gMLP-Ti/16 training 1.08x as fast
     as TensorFlow's own differentiation in three pairs of processes on an
-    idle 2-core AMD EPYC with AVX-512, 1.07x in one process); in float32
-    it measured 0.98x (XLA:CPU's fused GELU and norm), where the gated
-    half alone made it 1.04x (`benchmarks/tensorflow_training_gate.py`).
+    idle 2-core AMD EPYC with AVX-512, 1.02-1.07x in one process, gMLP-S
+    0.99-1.01x); in float32 it measured 0.98x (XLA:CPU's fused GELU and
+    norm), where the gated half alone made it 1.04x
+    (`benchmarks/tensorflow_training_gate.py`).
     Outputs are the usual call's up to rounding: XLA may keep the biased
     GELU's sum in float32 where TensorFlow rounds it.
 
@@ -334,9 +335,10 @@ def training_gelu_gate(hidden_u, bias_u, product, bias, attention=None):
     `attention`): a third less of what the gated half kept. Measured on an
     idle 2-core AMD EPYC with AVX-512 (`benchmarks/
     tensorflow_training_gate.py`, `benchmarks/memory.py`, batch 32):
-    gMLP-Ti/16 float32 training 1.04x as fast (three pairs of processes;
-    1.02x in one process, gMLP-S/16 1.00x), the first steps' peak RSS
-    1.19x timm's instead of 1.33x (gMLP-S/16 1.01x instead of 1.13x).
+    the first steps' peak RSS 1.19x timm's instead of 1.33x (gMLP-Ti/16,
+    float32; gMLP-S/16 1.01x instead of 1.13x), gMLP-Ti/16 float32
+    training 1.04x as fast in three pairs of processes, 1.00-1.02x in one
+    process (gMLP-S/16 1.00-1.01x).
 
     Each value is rounded to the compute dtype where the usual call
     rounds it, the biases' gradients accumulated in float32: in float32
