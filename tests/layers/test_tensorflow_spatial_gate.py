@@ -136,7 +136,7 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
     with portable_ops():
         _, gates = counting_gates(lambda: block(x, training=True))
     assert gates == 0
-    # Without the scope, TensorFlow keeps its own gradient (faster).
+    # Without the scope, the training gate (which keeps more), not this.
     default = GMLPBlock(ffn_dim=12)
     default.build(x.shape)
     _, gates = counting_gates(lambda: default(x, training=True))
