@@ -30,6 +30,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
+from benchmarks.gelu_bias_gradient import biased_gelu_op_functions  # noqa: E402
 
 BASELINE = "tensorflow_add"
 CANDIDATE = "xla_add"
@@ -65,42 +66,6 @@ def variant(name):
     return common.patched(functions, "biased", form)
 
 
-def op_functions(batch_size, precision):
-    """name -> warm callable: a biased GELU and its gradients per width."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
-
-    from keras_gmlp.layers.gelu import biased_gelu
-
-    dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
-    rng = np.random.default_rng(0)
-    functions = {}
-    for channels in (384, 768):
-        shape = (batch_size, 196, channels)
-        x = tf.constant(rng.normal(size=shape), dtype)
-        bias = tf.constant(rng.normal(size=channels), dtype)
-        upstream = tf.constant(rng.normal(size=shape), dtype)
-        for name in (BASELINE, CANDIDATE):
-
-            @tf.function
-            def step(x, bias, upstream):
-                with tf.GradientTape() as tape:
-                    tape.watch([x, bias])
-                    y = biased_gelu(x, bias)
-                return tape.gradient(y, [x, bias], upstream)
-
-            with variant(name):
-                step(x, bias, upstream)
-            operands = (x, bias, upstream)
-            functions[f"op {channels} {name}"] = (
-                lambda step=step, operands=operands: [
-                    keras.ops.convert_to_numpy(g) for g in step(*operands)
-                ]
-            )
-    return functions
-
-
 if __name__ == "__main__":
     common.run_ab(
         __doc__,
@@ -110,6 +75,6 @@ if __name__ == "__main__":
         PRECISIONS,
         "tensorflow",
         variant,
-        op_functions=op_functions,
+        op_functions=biased_gelu_op_functions(variant, (BASELINE, CANDIDATE)),
         infer=False,
     )

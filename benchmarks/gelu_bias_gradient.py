@@ -58,40 +58,46 @@ def variant(name):
     return common.patched(module, "biased_gelu", function)
 
 
-def op_functions(batch_size, precision):
-    """name -> warm callable: a biased GELU and its gradients per width."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
+def biased_gelu_op_functions(variant, names):
+    """A function of `(batch_size, precision)` returning name -> warm
+    callable: `keras_gmlp.layers.gelu.biased_gelu` and its gradients per
+    width, traced inside `variant(name)` for each of `names`."""
 
-    from keras_gmlp.layers import gelu as module
+    def op_functions(batch_size, precision):
+        import keras
+        import numpy as np
+        import tensorflow as tf
 
-    dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
-    rng = np.random.default_rng(0)
-    functions = {}
-    for channels in (384, 768):
-        shape = (batch_size, 196, channels)
-        x = tf.constant(rng.normal(size=shape), dtype)
-        bias = tf.constant(rng.normal(size=channels), dtype)
-        upstream = tf.constant(rng.normal(size=shape), dtype)
-        for name in (BASELINE, CANDIDATE):
+        from keras_gmlp.layers import gelu as module
 
-            @tf.function
-            def step(x, bias, upstream):
-                with tf.GradientTape() as tape:
-                    tape.watch([x, bias])
-                    y = module.biased_gelu(x, bias)
-                return tape.gradient(y, [x, bias], upstream)
+        dtype = "bfloat16" if precision == "mixed_bfloat16" else "float32"
+        rng = np.random.default_rng(0)
+        functions = {}
+        for channels in (384, 768):
+            shape = (batch_size, 196, channels)
+            x = tf.constant(rng.normal(size=shape), dtype)
+            bias = tf.constant(rng.normal(size=channels), dtype)
+            upstream = tf.constant(rng.normal(size=shape), dtype)
+            for name in names:
 
-            with variant(name):
-                step(x, bias, upstream)
-            operands = (x, bias, upstream)
-            functions[f"op {channels} {name}"] = (
-                lambda step=step, operands=operands: [
-                    keras.ops.convert_to_numpy(g) for g in step(*operands)
-                ]
-            )
-    return functions
+                @tf.function
+                def step(x, bias, upstream):
+                    with tf.GradientTape() as tape:
+                        tape.watch([x, bias])
+                        y = module.biased_gelu(x, bias)
+                    return tape.gradient(y, [x, bias], upstream)
+
+                with variant(name):
+                    step(x, bias, upstream)
+                operands = (x, bias, upstream)
+                functions[f"op {channels} {name}"] = (
+                    lambda step=step, operands=operands: [
+                        keras.ops.convert_to_numpy(g) for g in step(*operands)
+                    ]
+                )
+        return functions
+
+    return op_functions
 
 
 if __name__ == "__main__":
@@ -103,6 +109,6 @@ if __name__ == "__main__":
         PRECISIONS,
         "tensorflow",
         variant,
-        op_functions=op_functions,
+        op_functions=biased_gelu_op_functions(variant, (BASELINE, CANDIDATE)),
         infer=False,
     )

@@ -48,6 +48,23 @@ def block_gradients(block, x, upstream):
     return float(loss), [tf.convert_to_tensor(g).numpy() for g in gradients]
 
 
+def training_gradient_graph(block, x):
+    """The graph of the gradients of `sum(block(x, training=True))` for `x`
+    and the block's weights, traced as Keras' training step is."""
+    import tensorflow as tf
+
+    x = tf.constant(x)
+
+    @tf.function
+    def gradients():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(block(x, training=True))
+        return tape.gradient(loss, [x] + block.trainable_variables)
+
+    return gradients.get_concrete_function().graph
+
+
 def with_autograd(function):
     """`function()` with the unit's usual call under TensorFlow's own
     differentiation, not the recomputing one."""
@@ -225,20 +242,10 @@ def test_training_gate_leaves_no_tensorflow_sum_over_the_gate(rng):
     # gated half's functions, the halves' bias gradients in theirs: no
     # TensorFlow `Mul` or `Sum` over a `(batch, tokens, gate channels)`
     # tensor is left (`v`'s bias is still TensorFlow's add in float32).
-    import tensorflow as tf
-
-    x = tf.constant(rng.normal(size=(2, 5, 8)), "float32")
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
     block = GMLPBlock(ffn_dim=12)
     block.build(x.shape)
-
-    @tf.function
-    def gradients():
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.reduce_sum(block(x, training=True))
-        return tape.gradient(loss, [x] + block.trainable_variables)
-
-    graph = gradients.get_concrete_function().graph
+    graph = training_gradient_graph(block, x)
     gate_shape = [2, 5, 6]
     kinds = {
         op.type
@@ -410,20 +417,10 @@ def test_gate_sums_the_first_projection_bias_gradients_itself(rng):
     # The halves' bias gradients come out of the gate's gradient functions
     # (`hidden_biases`): the only TensorFlow `Sum` over a `(batch, tokens,
     # gate channels)` tensor left is the token bias's, inside the gate.
-    import tensorflow as tf
-
-    x = tf.constant(rng.normal(size=(2, 5, 8)), "float32")
+    x = rng.normal(size=(2, 5, 8)).astype("float32")
     block = rematerialized_block(ffn_dim=12)
     block.build(x.shape)
-
-    @tf.function
-    def gradients():
-        with tf.GradientTape() as tape:
-            tape.watch(x)
-            loss = tf.reduce_sum(block(x, training=True))
-        return tape.gradient(loss, [x] + block.trainable_variables)
-
-    graph = gradients.get_concrete_function().graph
+    graph = training_gradient_graph(block, x)
     sums = [
         op.name
         for op in graph.get_operations()
