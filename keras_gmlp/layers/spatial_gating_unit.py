@@ -16,6 +16,7 @@ from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.layer_normalization import jax_layer_norm
 from keras_gmlp.layers.matmul import jax_dot
 from keras_gmlp.layers.matmul import matmul
+from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
 from keras_gmlp.layers.toeplitz_product import toeplitz_product
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
@@ -531,9 +532,9 @@ class SpatialGatingUnit(keras.layers.Layer):
             else:
                 weight = ops.take(self.kernel, positions, axis=0)
                 weight = ops.take(weight, positions, axis=1)
+        elif positions is None:
+            weight = toeplitz_matrix(self.kernel, int(length))
         else:
-            if positions is None:
-                positions = ops.arange(length, dtype="int32")
             offsets = positions[:, None] - positions[None, :] + (n - 1)
             weight = ops.take(self.kernel, offsets, axis=0)
         if self.causal:
