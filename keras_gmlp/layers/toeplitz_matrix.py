@@ -10,21 +10,28 @@ poorly:
 - TensorFlow hands the optimizer an `IndexedSlices` of `n^2` rows, and
   Keras' optimizer sums its duplicates with `UnsortedSegmentSum` for each
   of its moments (a TensorFlow profile of `gmlp_tiny` masked-LM training
-  at n = 512 on an idle 2-core AMD EPYC: 7 ms of the optimizer's
-  `UnsortedSegmentSum`, 3 ms of `GatherV2` and 1 ms of the gather's own
-  gradient, in a 109 ms step). Here the gather and its gradient, the
-  same sums written dense, are XLA functions: the matrix and its
-  gradient alone 2.6x (n = 512) and 3.9x (n = 1000) faster than
-  TensorFlow's gather and its gradient made dense, and the optimizer
-  takes the dense update.
-- JAX and torch write the scatter-add one value at a time. Here the
-  matrix is the taps reversed, tiled `n` times and read as rows of
-  `2 n - 1` values (each row the previous one shifted by a place): its
-  gradient is a reshape and a sum over the tiles. The matrix and its
-  gradient alone 5x (n = 512) and 2x (n = 1000) faster under JAX, 2.1x
-  and 2.2x under torch.
+  at n = 512 on an idle 2-core AMD EPYC with AVX-512: 7 ms of the
+  optimizer's `UnsortedSegmentSum`, 3 ms of `GatherV2` and 1 ms of the
+  gather's own gradient, in a 109 ms step). Here the gather and its
+  gradient, the same sums written dense, are XLA functions, and the
+  optimizer takes a dense update.
+- torch writes the gather's gradient as an indexed add. Here the matrix
+  is the taps reversed and tiled (`tiled_matrix`), whose gradient is a
+  reshape and a sum.
+- JAX keeps the gather: XLA's scatter-add runs it well enough that the
+  tiled taps made its steps no faster.
 
-Measured on that EPYC with `benchmarks/toeplitz_matrix.py`. The
+Measured on that EPYC (`benchmarks/toeplitz_matrix.py`, 7 rounds, x the
+gather; the matrix with its gradient alone, then `gmlp_tiny` masked-LM
+training steps of 4,096 tokens) at n = 128 / 512 / 1000:
+
+| backend | matrix | masked-LM step |
+|---|---|---|
+| tensorflow | 1.27 / 2.69 / 3.67 | 1.00 / 1.02 / **1.16** |
+| torch | 0.92 / 2.05 / 2.96 | 1.02 / 1.08 / 1.05 |
+| jax, tiled | 3.98 / 1.52 / 0.62 | 1.01 / 0.98 / 0.96 |
+
+(TensorFlow's step at 512 read 1.03-1.06x in three earlier runs.) The
 matrices are the gather's exactly; the gradients equal its sums up to
 float32 rounding (another order of the adds).
 """
