@@ -44,3 +44,29 @@ def test_the_bert_is_matched_at_every_length(monkeypatch):
         assert (gmlp["model"], bert["model"]) == ("gmlp", "bert")
         difference = abs(bert["parameters"] / gmlp["parameters"] - 1)
         assert difference < 0.01, (gmlp, bert)
+
+
+@pytest.mark.one_backend("torch")
+def test_the_amlp_is_against_a_bert_matched_to_it(monkeypatch):
+    """The aMLP's tiny attention adds parameters: its ratio is against a
+    BERT matched to the aMLP (`bert_amlp`) when that BERT runs, and
+    against the gMLP's otherwise."""
+    written = []
+    monkeypatch.setattr(
+        masked_lm_speed.common,
+        "write_results",
+        lambda name, report: written.append(report),
+    )
+    argv = ["--lengths", "16", "--vocabulary-size", "256"]
+    argv += ["--batch-tokens", "64", "--rounds", "1", "--target-seconds", "0"]
+    masked_lm_speed.main(argv + ["--models", "amlp", "bert", "bert_amlp"])
+    masked_lm_speed.main(argv + ["--models", "amlp", "bert"])
+    with_own, without = ({r["model"]: r for r in w["rows"]} for w in written)
+    amlp = with_own["amlp"]["parameters"]
+    assert abs(with_own["bert_amlp"]["parameters"] / amlp - 1) < 0.01
+    assert with_own["bert"]["parameters"] < 0.97 * amlp
+    assert with_own["amlp"]["baseline"] == "bert_amlp"
+    assert without["amlp"]["baseline"] == "bert"
+    for rows in (with_own, without):
+        seconds = rows[rows["amlp"]["baseline"]]["median_s"]
+        assert rows["amlp"]["x_bert"] == seconds / rows["amlp"]["median_s"]
