@@ -6,6 +6,8 @@ from keras import ops
 from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
+from keras_gmlp.layers.torch_attention import fused_attention
+from keras_gmlp.layers.torch_attention import takes_fused_attention
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -100,6 +102,16 @@ class TinyAttention(keras.layers.Layer):
     def _attend(self, query, key, value, allowed, padding_mask):
         """Attention of `query` over `key`, where `allowed` (and the
         padding mask of the keys) lets it."""
+        if takes_fused_attention(query):
+            attended = fused_attention(
+                query,
+                key,
+                value,
+                allowed,
+                padding_mask,
+                1 / math.sqrt(self.attention_dim),
+            )
+            return self.output_projection(attended)
         scores = ops.einsum("...id,...jd->...ij", query, key)
         scores = ops.cast(scores, "float32") / math.sqrt(self.attention_dim)
         if padding_mask is not None:

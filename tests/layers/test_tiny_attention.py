@@ -4,6 +4,8 @@ import pytest
 
 from keras_gmlp.layers import TinyAttention
 from tests import reference
+from tests.gradients import assert_gradients_close
+from tests.gradients import gradients as layer_gradients
 from tests.layer_test import LayerTestCase
 from tests.layer_test import randomize_weights
 
@@ -113,6 +115,60 @@ def test_padding_mask_hides_padded_keys(rng):
         layer(changed, padding_mask=padding_mask)
     )
     np.testing.assert_allclose(moved[0, :4], output[0, :4], atol=1e-5)
+
+
+def finite_difference_gradients(function, arrays, cotangent, step=1e-4):
+    """d sum(function(*arrays) * cotangent) / d each array, by central
+    differences in float64."""
+    arrays = [np.array(a, "float64") for a in arrays]
+    grads = []
+    for array in arrays:
+        grad = np.zeros_like(array)
+        for index in np.ndindex(array.shape):
+            value = array[index]
+            array[index] = value + step
+            plus = (function(*arrays) * cotangent).sum()
+            array[index] = value - step
+            minus = (function(*arrays) * cotangent).sum()
+            array[index] = value
+            grad[index] = (plus - minus) / (2 * step)
+        grads.append(grad)
+    return grads
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_gradients_match_finite_differences_for_every_padding(causal, rng):
+    """Every row of `PADDINGS`, with queries that see no key among them
+    (padding only; under the causal mask the left padding's): their
+    gradients are zero, not NaN (under torch the fused kernel must never
+    see a fully masked row)."""
+    x = rng.normal(size=(len(PADDINGS), 6, 8)).astype("float32")
+    padding_mask = np.array(list(PADDINGS.values()), bool)
+    layer = TinyAttention(4, output_dim=5, causal=causal)
+    layer.build(x.shape)
+    randomize_weights(layer, rng, scale=0.5)
+    cotangent = rng.normal(size=(len(PADDINGS), 6, 5)).astype("float32")
+    weights = [
+        layer.qkv.kernel,
+        layer.qkv.bias,
+        layer.output_projection.kernel,
+        layer.output_projection.bias,
+    ]
+    got = layer_gradients(
+        layer, x, cotangent, weights, padding_mask=padding_mask
+    )
+    mask = padding_mask[:, None, :]
+    if causal:
+        mask = mask & np.tril(np.ones((6, 6), bool))
+
+    def formula(x, *weights):
+        return reference.tiny_attention(x, *weights, mask=mask)
+
+    want = finite_difference_gradients(
+        formula, [x, *numpy_weights(layer)], cotangent
+    )
+    assert all(np.isfinite(g).all() for g in got)
+    assert_gradients_close(got, want, 1e-4)
 
 
 def test_mixed_precision_softmax_in_float32():
