@@ -46,7 +46,7 @@ def variant(name):
     if name == CANDIDATE:
         return contextlib.nullcontext()
     return common.patched(
-        tiny_attention, "takes_fused_attention", lambda query: False
+        tiny_attention, "takes_fused_attention", lambda: False
     )
 
 

@@ -16,6 +16,7 @@ from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.layer_normalization import jax_layer_norm
 from keras_gmlp.layers.matmul import jax_dot
 from keras_gmlp.layers.matmul import matmul
+from keras_gmlp.layers.toeplitz_matrix import gathered_matrix
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
 from keras_gmlp.layers.toeplitz_product import toeplitz_product
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
@@ -535,8 +536,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         elif positions is None:
             weight = toeplitz_matrix(self.kernel, int(length))
         else:
-            offsets = positions[:, None] - positions[None, :] + (n - 1)
-            weight = ops.take(self.kernel, offsets, axis=0)
+            weight = gathered_matrix(self.kernel, length)
         if self.causal:
             weight = ops.tril(weight)
         return weight

@@ -103,7 +103,7 @@ class TinyAttention(keras.layers.Layer):
     def _attend(self, query, key, value, allowed, padding_mask):
         """Attention of `query` over `key`, where `allowed` (and the
         padding mask of the keys) lets it."""
-        if takes_fused_attention(query):
+        if takes_fused_attention():
             attended = fused_attention(
                 query,
                 key,
@@ -195,7 +195,7 @@ class TinyAttention(keras.layers.Layer):
         inputs = ops.cast(inputs, self.compute_dtype)
         query, key, value = ops.split(direct_call(self.qkv, inputs), 3, axis=-1)
         start = cache_index(cache_update_index)
-        if length == 1 and is_static(start) and takes_fused_attention(query):
+        if length == 1 and is_static(start) and takes_fused_attention():
             return self._torch_decoded(
                 query, key, value, cache, start, padding_mask
             )

@@ -25,7 +25,7 @@ import keras
 from keras_gmlp.layers.xla_functions import tracing_portable_ops
 
 
-def takes_fused_attention(query):
+def takes_fused_attention():
     """Whether the tiny attention's core runs as `fused_attention`: under
     torch outside `portable_ops()` (exports see the plain ops)."""
     return keras.config.backend() == "torch" and not tracing_portable_ops()
