@@ -10,10 +10,22 @@ from keras_gmlp.layers.xla_functions import widened
 from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 
+def jax_mean(x):
+    """The mean of a JAX array over its last axis, kept: the norm's means
+    under JAX. (As a product with a column, `row_mean`'s form, the
+    `gmlp_tiny` masked LM trained 1.01x / 1.04x as fast at n = 128 / 512
+    and gMLP-Ti/16 and gMLP-S/16 0.99x / 1.00x: not taken;
+    `benchmarks/layer_norm_row_mean.py`.)"""
+    import jax.numpy as jnp
+
+    return jnp.mean(x, axis=-1, keepdims=True)
+
+
 @functools.cache
-def _jax_normalize():
+def _jax_normalize(mean_rows=jax_mean):
     """`(x - mean) / sqrt(var + epsilon)` over the last axis, as a JAX
-    function whose gradient is the closed form (a `jax.custom_vjp`).
+    function whose gradient is the closed form (a `jax.custom_vjp`), the
+    means by `mean_rows`.
 
     XLA:CPU compiles the gradient JAX derives from the mean and variance
     into a training step about twice as slow as one with this closed form
@@ -22,19 +34,18 @@ def _jax_normalize():
     (`jax.jvp`, `jax.hessian`) is not defined for it.
     """
     import jax
-    import jax.numpy as jnp
 
     def forward(x, epsilon):
-        centered = x - jnp.mean(x, axis=-1, keepdims=True)
-        variance = jnp.mean(centered * centered, axis=-1, keepdims=True)
+        centered = x - mean_rows(x)
+        variance = mean_rows(centered * centered)
         inverse_std = jax.lax.rsqrt(variance + epsilon)
         normalized = centered * inverse_std
         return normalized, (normalized, inverse_std)
 
     def backward(epsilon, residuals, cotangent):
         normalized, inverse_std = residuals
-        mean_cotangent = jnp.mean(cotangent, axis=-1, keepdims=True)
-        projection = jnp.mean(cotangent * normalized, axis=-1, keepdims=True)
+        mean_cotangent = mean_rows(cotangent)
+        projection = mean_rows(cotangent * normalized)
         return (
             inverse_std
             * (cotangent - mean_cotangent - normalized * projection),
@@ -122,36 +133,70 @@ def column_sum(x, split=8):
     return tf.reduce_sum(added, axis=0)
 
 
-def tensorflow_normalized(x, epsilon):
-    """`((x - mean) * inverse_std, inverse_std)` of a TensorFlow tensor over
-    its last axis, `inverse_std = 1 / sqrt(variance + epsilon)`: the
-    LayerNormalization's XLA functions' normalisation."""
+def row_mean(x):
+    """The mean of a TensorFlow tensor over its last axis (kept), as the
+    product of its rows with a column of `1 / channels`, for XLA:CPU.
+
+    XLA:CPU splits a reduction over more than 32 values into a
+    reduce-window kernel and a reduce (for accuracy), each a pass of its
+    own; its dot of the rows with a column is one pass, on YNNPACK. With
+    their four means as products, the LayerNormalization's XLA functions
+    with the input gradient at `(32, 196, c)` ran 1.32-1.50x as fast for
+    c = 128 ... 768, float32 training steps at batch 32 1.06x (gMLP-Ti/16)
+    and 1.03x (gMLP-S/16), `mixed_bfloat16` ones 1.12x and 1.11x, the
+    `gmlp_tiny` masked LM's 1.05x and 1.00x at n = 128 and 512
+    (`benchmarks/layer_norm_row_mean.py`, an idle 2-core AMD EPYC with
+    AVX-512). The products accumulate in float32, as the reduction does.
+    """
     import tensorflow as tf
 
-    centered = x - tf.reduce_mean(x, axis=-1, keepdims=True)
-    variance = tf.reduce_mean(centered * centered, axis=-1, keepdims=True)
+    channels = x.shape[-1]
+    if channels is None:
+        return tf.reduce_mean(x, axis=-1, keepdims=True)
+    rows = tf.reshape(x, (-1, channels))
+    column = tf.fill((channels, 1), tf.constant(1 / channels, x.dtype))
+    means = tf.matmul(rows, column)
+    return tf.reshape(means, tf.concat([tf.shape(x)[:-1], [1]], 0))
+
+
+def tensorflow_normalized(x, epsilon, mean_rows=row_mean):
+    """`((x - mean) * inverse_std, inverse_std)` of a TensorFlow tensor over
+    its last axis, `inverse_std = 1 / sqrt(variance + epsilon)`: the
+    LayerNormalization's XLA functions' normalisation, the means by
+    `mean_rows`."""
+    import tensorflow as tf
+
+    centered = x - mean_rows(x)
+    variance = mean_rows(centered * centered)
     inverse_std = tf.math.rsqrt(variance + epsilon)
     return centered * inverse_std, inverse_std
 
 
-def tensorflow_affine_normalized(x, gamma, beta, epsilon):
+def tensorflow_affine_normalized(x, gamma, beta, epsilon, mean_rows=row_mean):
     """`normalize(x) * gamma + beta` over the last axis of a TensorFlow
     tensor, computed in float32 at least and cast to `x`'s dtype: the
     LayerNormalization's forward pass, for XLA functions."""
     import tensorflow as tf
 
     y = widened(x)
-    normal, _ = tensorflow_normalized(y, tf.cast(epsilon, y.dtype))
+    normal, _ = tensorflow_normalized(y, tf.cast(epsilon, y.dtype), mean_rows)
     outputs = normal * tf.cast(gamma, y.dtype) + tf.cast(beta, y.dtype)
     return tf.cast(outputs, x.dtype)
 
 
+def _tensorflow_layer_norm(sum_rows=column_sum, mean_rows=row_mean):
+    """`_tensorflow_layer_norm_functions(sum_rows, mean_rows)`: one set of
+    functions (and of XLA compilations) however they are asked for."""
+    return _tensorflow_layer_norm_functions(sum_rows, mean_rows)
+
+
 @functools.cache
-def _tensorflow_layer_norm(sum_rows=column_sum):
+def _tensorflow_layer_norm_functions(sum_rows, mean_rows):
     """`normalize(x) * gamma + beta` over the last axis as TensorFlow
     functions compiled by XLA: the forward pass and the closed-form
     gradients of `x`, `gamma` and `beta`, in float32 at least. `sum_rows`
-    sums the gradients of `gamma` and `beta` over the rows.
+    sums the gradients of `gamma` and `beta` over the rows, `mean_rows`
+    averages over the last axis.
 
     TensorFlow's own graph of Keras' LayerNormalization runs its moments,
     normalisation and affine map as separate kernels; these functions are
@@ -163,20 +208,20 @@ def _tensorflow_layer_norm(sum_rows=column_sum):
 
     @tf.function(jit_compile=True, autograph=False)
     def forward(x, gamma, beta, epsilon):
-        return tensorflow_affine_normalized(x, gamma, beta, epsilon)
+        return tensorflow_affine_normalized(x, gamma, beta, epsilon, mean_rows)
 
     @tf.function(jit_compile=True, autograph=False)
     def backward(x, gamma, epsilon, upstream):
         y = widened(x)
         normal, inverse_std = tensorflow_normalized(
-            y, tf.cast(epsilon, y.dtype)
+            y, tf.cast(epsilon, y.dtype), mean_rows
         )
         upstream = tf.cast(upstream, y.dtype)
         gamma_gradient = sum_rows(upstream * normal)
         beta_gradient = sum_rows(upstream)
         scaled = upstream * tf.cast(gamma, y.dtype)
-        mean_scaled = tf.reduce_mean(scaled, axis=-1, keepdims=True)
-        projection = tf.reduce_mean(scaled * normal, axis=-1, keepdims=True)
+        mean_scaled = mean_rows(scaled)
+        projection = mean_rows(scaled * normal)
         x_gradient = inverse_std * (scaled - mean_scaled - normal * projection)
         return (
             tf.cast(x_gradient, x.dtype),

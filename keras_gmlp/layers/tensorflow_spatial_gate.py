@@ -16,6 +16,7 @@ from keras_gmlp.layers.gelu import _tensorflow_cdf_and_density
 from keras_gmlp.layers.gelu import _tensorflow_gelu
 from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
 from keras_gmlp.layers.layer_normalization import column_sum
+from keras_gmlp.layers.layer_normalization import row_mean
 from keras_gmlp.layers.layer_normalization import tensorflow_affine_normalized
 from keras_gmlp.layers.xla_functions import widened
 
@@ -408,9 +409,9 @@ class _GateFunctions:
     functions, forward and backward, and one for the gated half; for the
     inference gate (`inference_spatial_gate`) one for each half."""
 
-    def __init__(self):
+    def __init__(self, mean_rows=row_mean):
         gelu = _tensorflow_gelu()
-        layer_norm = _tensorflow_layer_norm()
+        layer_norm = _tensorflow_layer_norm(column_sum, mean_rows)
         self.gelu = gelu.forward
         self.gelu_gradient = gelu.backward
         self.biased_gelu_gradient = gelu.backward_with_bias
@@ -453,7 +454,9 @@ class _GateFunctions:
         def normalized_gelu(hidden_v, bias_v, gamma, beta, epsilon):
             """The norm of the GELU of `hidden_v + bias_v`."""
             v = tf.cast(biased_gelu(hidden_v, bias_v), hidden_v.dtype)
-            return tensorflow_affine_normalized(v, gamma, beta, epsilon)
+            return tensorflow_affine_normalized(
+                v, gamma, beta, epsilon, mean_rows
+            )
 
         @tf.function(jit_compile=True, autograph=False)
         def normalized_gelu_gradient(hidden_v, bias_v, gamma, epsilon, by_z):
@@ -525,5 +528,5 @@ class _GateFunctions:
 
 
 @functools.cache
-def _gate_functions():
-    return _GateFunctions()
+def _gate_functions(mean_rows=row_mean):
+    return _GateFunctions(mean_rows)

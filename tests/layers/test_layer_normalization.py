@@ -182,3 +182,52 @@ def test_column_sum_is_the_sum_over_every_axis_but_the_last(shape, rng):
         expected = x.astype("float64").reshape(-1, shape[-1]).sum(axis=0)
         assert summed.shape == (shape[-1],)
         np.testing.assert_allclose(summed, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's XLA means")
+@pytest.mark.parametrize("shape", [(4, 3), (2, 6, 40), (3, 2, 5, 33)])
+def test_row_mean_is_the_mean_over_the_last_axis(shape, rng):
+    import tensorflow as tf
+
+    from keras_gmlp.layers.layer_normalization import row_mean
+
+    x = (3.0 + rng.normal(size=shape)).astype("float32")
+    compiled = tf.function(row_mean, jit_compile=True)
+    expected = x.astype("float64").mean(axis=-1, keepdims=True)
+    for function in (row_mean, compiled):
+        mean = function(tf.constant(x)).numpy()
+        assert mean.shape == shape[:-1] + (1,)
+        np.testing.assert_allclose(mean, expected, rtol=1e-6, atol=0)
+    # A tensor of unknown width is averaged too.
+    unknown = tf.function(
+        row_mean, input_signature=[tf.TensorSpec([None] * len(shape))]
+    )
+    np.testing.assert_allclose(
+        unknown(tf.constant(x)).numpy(), expected, rtol=1e-6, atol=0
+    )
+
+
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's XLA means")
+def test_tensorflow_norm_functions_reduce_over_rows_only():
+    # XLA:CPU splits a reduction over many values into a reduce-window and
+    # a reduce; the norm's means over the channels are dots instead
+    # (`row_mean`), and only the weights' gradients reduce, over the rows.
+    import re
+
+    import tensorflow as tf
+
+    from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
+
+    layer_norm = _tensorflow_layer_norm()
+    x = tf.ones((2, 6, 40))
+    gamma = tf.ones((40,))
+    forward = layer_norm.forward.experimental_get_compiler_ir(
+        x, gamma, gamma, 1e-6
+    )(stage="hlo")
+    backward = layer_norm.backward.experimental_get_compiler_ir(
+        x, gamma, 1e-6, x
+    )(stage="hlo")
+    for hlo, dots in ((forward, 2), (backward, 4)):
+        reduced = re.findall(r" reduce\(.*?dimensions=\{([\d,]*)\}", hlo)
+        assert set(reduced) <= {"0"}, reduced
+        assert len(re.findall(r" dot\(", hlo)) == dots
