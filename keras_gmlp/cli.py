@@ -210,8 +210,10 @@ def main(argv=None):
     """Runs `keras-gmlp`; returns the exit status (0).
 
     Run as the program (`argv` `None`), a training command first calls
-    `keras_gmlp.training.reuse_freed_memory()`: under JAX, each step then
-    reuses the memory the last one freed.
+    `keras_gmlp.training.reuse_freed_memory()` (under JAX, each step then
+    reuses the memory the last one freed) and `prefer_wide_vectors()`
+    (under TensorFlow on a CPU with AVX-512, the XLA functions with
+    512-bit vectors).
 
     Args:
         argv: list of str or `None`. The arguments after the program
@@ -219,9 +221,11 @@ def main(argv=None):
     """
     args = build_parser().parse_args(argv)
     if argv is None and args.handler is _train:
+        from keras_gmlp.training import prefer_wide_vectors
         from keras_gmlp.training import reuse_freed_memory
 
         reuse_freed_memory()
+        prefer_wide_vectors()
     args.handler(args)
     return 0
 

@@ -29,6 +29,7 @@ about the same number of parameters through the same pipeline;
 
 import sys
 
+from keras_gmlp.training import prefer_wide_vectors
 from keras_gmlp.training import reuse_freed_memory
 from keras_gmlp.training.arguments import config_from_args
 from keras_gmlp.training.arguments import positive_int
@@ -67,4 +68,5 @@ def main(argv=None, callbacks=None):
 
 if __name__ == "__main__":
     reuse_freed_memory()  # under JAX: no page faults per step
+    prefer_wide_vectors()  # TensorFlow's XLA functions, AVX-512
     main(sys.argv[1:])

@@ -23,6 +23,7 @@ python recipes/text_classification.py --tfds-name glue/sst2 \\
 
 import sys
 
+from keras_gmlp.training import prefer_wide_vectors
 from keras_gmlp.training import reuse_freed_memory
 from keras_gmlp.workflows import text_classification
 
@@ -42,4 +43,5 @@ def main(argv=None, callbacks=None):
 
 if __name__ == "__main__":
     reuse_freed_memory()  # under JAX: no page faults per step
+    prefer_wide_vectors()  # TensorFlow's XLA functions, AVX-512
     main(sys.argv[1:])

@@ -57,6 +57,28 @@ def is_amd(cpuinfo_path="/proc/cpuinfo"):
     return _first_value(cpuinfo_path, "vendor_id") == "AuthenticAMD"
 
 
+@functools.cache
+def has_avx512(cpuinfo_path="/proc/cpuinfo"):
+    """Whether the CPU has AVX-512's foundation (`avx512f` among the flags
+    of `cpuinfo_path`), where XLA:CPU can write 512-bit vectors
+    (`keras_gmlp.training.prefer_wide_vectors`). Where `cpuinfo_path`
+    cannot be read (not Linux), `False`.
+
+    Args:
+        cpuinfo_path: path of a Linux `/proc/cpuinfo`-format file.
+
+    Returns:
+        bool.
+
+    Example:
+
+    >>> from keras_gmlp.layers.cpu_features import has_avx512
+    >>> isinstance(has_avx512(), bool)
+    True
+    """
+    return "avx512f" in _first_value(cpuinfo_path, "flags").split()
+
+
 def _first_value(cpuinfo_path, key):
     """The value of the first `key` line of `cpuinfo_path`, stripped; `""`
     where there is none or the file cannot be read."""

@@ -38,6 +38,9 @@ Set-up (`keras_gmlp.training.setup`):
 Memory (`keras_gmlp.training.allocator`):
     `reuse_freed_memory()`: under JAX, each step reuses the memory the
     last one freed instead of faulting it in afresh.
+XLA settings (`keras_gmlp.training.xla_flags`):
+    `prefer_wide_vectors()`: under TensorFlow on a CPU with AVX-512, the
+    XLA functions written with 512-bit vectors.
 """
 
 from keras_gmlp.training.allocator import reuse_freed_memory
@@ -65,6 +68,7 @@ from keras_gmlp.training.schedules import warmup_linear
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution
+from keras_gmlp.training.xla_flags import prefer_wide_vectors
 
 __all__ = [
     "Distribution",
@@ -83,6 +87,7 @@ __all__ = [
     "fit",
     "get_distribution",
     "global_batch_size",
+    "prefer_wide_vectors",
     "reuse_freed_memory",
     "run_distribution",
     "scaled_learning_rate",

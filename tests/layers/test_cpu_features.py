@@ -1,6 +1,7 @@
 """`keras_gmlp.layers.cpu_features`: what it reads of the CPU."""
 
 from keras_gmlp.layers.cpu_features import has_amx
+from keras_gmlp.layers.cpu_features import has_avx512
 from keras_gmlp.layers.cpu_features import is_amd
 
 XEON = """processor	: 0
@@ -21,9 +22,20 @@ flags		: fpu avx512f amx_tile amx_int8 not_amx_bf16
 ARM = """processor	: 0
 Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32
 """
+# AVX-512's extensions without its foundation's own flag.
+AVX2 = """processor	: 0
+vendor_id	: AuthenticAMD
+flags		: fpu fma avx2 avx512_bf16x avx_vnni
+"""
 
 
-CPUS = {"xeon": XEON, "epyc": EPYC, "int8": INT8_ONLY, "arm": ARM}
+CPUS = {
+    "xeon": XEON,
+    "epyc": EPYC,
+    "int8": INT8_ONLY,
+    "arm": ARM,
+    "avx2": AVX2,
+}
 
 
 def answers(read, tmp_path):
@@ -42,6 +54,17 @@ def test_amx_bfloat16_is_read_from_the_flags(tmp_path):
         "epyc": False,
         "int8": False,
         "arm": False,
+        "avx2": False,
+    }
+
+
+def test_avx512_is_read_from_the_flags(tmp_path):
+    assert answers(has_avx512, tmp_path) == {
+        "xeon": True,
+        "epyc": True,
+        "int8": True,
+        "arm": False,
+        "avx2": False,
     }
 
 
@@ -52,9 +75,11 @@ def test_the_vendor_is_read_from_its_line(tmp_path):
         "epyc": True,
         "int8": False,
         "arm": False,
+        "avx2": True,
     }
 
 
 def test_an_unreadable_cpuinfo_has_no_amx(tmp_path):
     assert has_amx(str(tmp_path / "missing")) is False
     assert is_amd(str(tmp_path / "missing")) is False
+    assert has_avx512(str(tmp_path / "missing")) is False
