@@ -23,6 +23,16 @@ over the candidate's (above 1: faster). Measures:
 - `masked_lm <n>`: the gMLP masked LM's training step (`gmlp_tiny`,
   4,096 tokens, `masked_lm_speed.py`'s recipe).
 
+Measured at df85493 (an idle 2-core AMD EPYC, family 26, with AVX-512
+and AVX512-BF16; 3 rounds, 5 steps a process, 40 for the masked LM;
+`xla_vector_width_epyc26_stop49_tensorflow.json`), x vector_256:
+
+| measure | float32 | mixed_bfloat16 |
+|---|---|---|
+| gMLP-Ti/16 train | 1.07 (1.07-1.10) | 0.99 (0.95-1.01) |
+| gMLP-S/16 train | 1.04 (0.98-1.06) | 1.02 (1.01-1.04) |
+| masked LM, n = 128 / 512 | 1.05 (1.03-1.17) / 1.01 (0.96-1.04) | |
+
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/xla_vector_width.py
 Results: benchmarks/results/xla_vector_width_tensorflow.json
