@@ -315,6 +315,19 @@ def ab_row(baseline, candidate, baseline_name, candidate_name):
     }
 
 
+def alternated_ab_row(
+    functions, baseline, candidate, rounds, target_s, **labels
+):
+    """`functions` (`{form: warm step}`, the two forms) timed in
+    interleaved rounds (`alternate`), as an `ab_row` after `labels`;
+    printed and returned."""
+    times = alternate(functions, rounds, target_s=target_s)
+    row = ab_row(times[baseline], times[candidate], baseline, candidate)
+    row = dict(labels, **row)
+    print(row, flush=True)
+    return row
+
+
 def ab_columns(baseline_name, candidate_name):
     """The table columns of an A/B benchmark's rows (`ab_row`'s, with
     their shape, measure and precision)."""

@@ -147,13 +147,11 @@ def op_step(channels, name):
     return lambda: gradient(x, upstream).numpy()
 
 
-def ab_row(measure, functions, rounds, target_s):
+def ab_row(functions, rounds, target_s, **labels):
     """The alternated A/B of `functions` (`{form: step}`) as a row."""
-    times = common.alternate(functions, rounds, target_s=target_s)
-    row = common.ab_row(times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE)
-    row = dict(measure=measure, **row)
-    print(row, flush=True)
-    return row
+    return common.alternated_ab_row(
+        functions, BASELINE, CANDIDATE, rounds, target_s, **labels
+    )
 
 
 def main():
@@ -186,19 +184,25 @@ def main():
     rows = []
     for channels in args.channels:
         functions = {form: op_step(channels, form) for form in forms}
-        rows.append(ab_row(f"op {channels}", functions, args.rounds, 0.5))
+        rows.append(
+            ab_row(functions, args.rounds, 0.5, measure=f"op {channels}")
+        )
     for length in args.lengths:
         functions = {
             form: masked_lm_speed.variant_step(variant, form, length, args)
             for form in forms
         }
-        rows.append(ab_row(f"masked_lm {length}", functions, args.rounds, 1.0))
+        rows.append(
+            ab_row(functions, args.rounds, 1.0, measure=f"masked_lm {length}")
+        )
     for model in args.models:
         steps = common.variant_model_functions(
             32, variant, forms, args.precision, infer=False, model_name=model
         )
         functions = {form: steps[f"train {form}"] for form in forms}
-        rows.append(ab_row(f"image {model}", functions, args.rounds, 2.0))
+        rows.append(
+            ab_row(functions, args.rounds, 2.0, measure=f"image {model}")
+        )
     columns = ["measure", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
     columns += [f"x_{BASELINE}", "rounds_min", "rounds_max"]
     name = f"layer_norm_row_mean{args.suffix}_{run['backend']}"

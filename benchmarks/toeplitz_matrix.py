@@ -120,13 +120,11 @@ def matrix_step(build, length):
     return gradient
 
 
-def ab_row(measure, length, functions, rounds, target_s):
+def ab_row(functions, rounds, target_s, **labels):
     """The alternated A/B of `functions` (`{form: step}`) as a row."""
-    times = common.alternate(functions, rounds, target_s=target_s)
-    row = common.ab_row(times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE)
-    row = dict(measure=measure, tokens=length, **row)
-    print(row, flush=True)
-    return row
+    return common.alternated_ab_row(
+        functions, BASELINE, CANDIDATE, rounds, target_s, **labels
+    )
 
 
 def main():
@@ -144,13 +142,19 @@ def main():
         functions = {
             form: matrix_step(build, length) for form, build in forms().items()
         }
-        rows.append(ab_row("matrix", length, functions, args.rounds, 0.5))
+        rows.append(
+            ab_row(functions, args.rounds, 0.5, measure="matrix", tokens=length)
+        )
     for length in args.lengths:
         functions = {
             form: masked_lm_speed.variant_step(variant, form, length, args)
             for form in (BASELINE, CANDIDATE)
         }
-        rows.append(ab_row("masked_lm", length, functions, args.rounds, 1.0))
+        rows.append(
+            ab_row(
+                functions, args.rounds, 1.0, measure="masked_lm", tokens=length
+            )
+        )
     columns = ["measure", "tokens", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
     columns += [f"x_{BASELINE}", "rounds_min", "rounds_max"]
     name = f"toeplitz_matrix{args.suffix}_{run['backend']}"
