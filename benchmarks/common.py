@@ -328,6 +328,100 @@ def alternated_ab_row(
     return row
 
 
+def measured_step(measure):
+    """A warm step function of `measure`, built in this process:
+
+    - `image <model> <policy> [train|infer]`: an image classifier's
+      `train_on_batch` (AdamW) or `predict_on_batch`, batch 32, 224 px;
+    - `masked_lm <n>`: the gMLP masked LM's training step (`gmlp_tiny`,
+      4,096 tokens, `masked_lm_speed.py`'s recipe).
+    """
+    kind, *details = measure.split()
+    if kind == "image":
+        model_name, policy, *mode = details
+        model = build_image_classifier(model_name, 224, "auto", policy)
+        images, labels = random_image_batch(32, 224)
+        if mode == ["infer"]:
+
+            def step():
+                return model.predict_on_batch(images)
+
+        else:
+
+            def step():
+                return model.train_on_batch(images, labels)
+
+    elif kind == "masked_lm":
+        from benchmarks import masked_lm_speed
+
+        length = int(details[0])
+        model, _ = masked_lm_speed.build("gmlp", "gmlp_tiny", length, 8192)
+        x, y = masked_lm_speed.batch(model, length, 4096 // length, 8192)
+
+        def step():
+            return model.train_on_batch(x, y)
+
+    else:
+        raise ValueError(
+            f"Received measure={measure!r}; expected 'image <model> "
+            "<policy> [train|infer]' or 'masked_lm <n>'."
+        )
+    for _ in range(3):
+        step()
+    return step
+
+
+def median_step_seconds(step, steps):
+    """The median of `steps` timed calls of `step()`, in seconds."""
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return median(times)
+
+
+def worker_report(script, form, measure, steps, env):
+    """The last JSON line a fresh `python script --worker form --measure
+    measure --steps steps` printed, run in `env`."""
+    command = [sys.executable, os.path.abspath(script), "--worker", form]
+    command += ["--measure", measure, "--steps", str(steps)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    if result.returncode:
+        raise RuntimeError(f"{form} {measure}: {result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def process_ab_rows(timed_process, baseline, candidate, measures, rounds):
+    """An A/B of two process-wide forms: for each measure, `rounds`
+    rounds of one fresh process per form (`timed_process(form, measure)`
+    -> median step seconds), the forms' order alternating between rounds;
+    the `ab_row`s after their `measure`, each printed."""
+    rows = []
+    for measure in measures:
+        times = {baseline: [], candidate: []}
+        for round_index in range(rounds):
+            forms = [baseline, candidate][:: 1 if round_index % 2 else -1]
+            for form in forms:
+                times[form].append(timed_process(form, measure))
+        row = ab_row(times[baseline], times[candidate], baseline, candidate)
+        rows.append(dict(measure=measure, **row))
+        print(rows[-1], flush=True)
+    return rows
+
+
+def process_ab_columns(baseline, candidate):
+    """The table columns of `process_ab_rows`' rows."""
+    return [
+        "measure",
+        f"{baseline}_ms",
+        f"{candidate}_ms",
+        f"x_{baseline}",
+        "rounds_min",
+        "rounds_max",
+    ]
+
+
 def ab_columns(baseline_name, candidate_name):
     """The table columns of an A/B benchmark's rows (`ab_row`'s, with
     their shape, measure and precision)."""
@@ -1007,8 +1101,12 @@ def timm_worker_command(
     ]
 
 
-def configure_threads(threads):
-    """Pins the backend's thread pools to `threads` (before any op)."""
+def configure_threads(threads, share_cores=False):
+    """Pins the backend's thread pools to `threads` (before any op).
+
+    With `share_cores`, TensorFlow's ops get their chain's share of them
+    instead (`keras_gmlp.training.share_cores_between_chains`, as the
+    image jobs run). Returns whether they do."""
     backend = os.environ["KERAS_BACKEND"]
     if backend == "torch":
         import torch
@@ -1017,8 +1115,14 @@ def configure_threads(threads):
     elif backend == "tensorflow":
         import tensorflow as tf
 
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        from keras_gmlp.training import share_cores_between_chains
+
+        shared = share_cores and share_cores_between_chains(threads)
+        if not shared:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
+        return bool(shared)
+    return False
 
 
 def build_image_classifier(model_name, image_size, jit_compile, precision):

@@ -236,6 +236,11 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   some steps there. With the batch aligned (`common.random_image_batch`),
   the two-model worker trains float32 at 14.9 images/s, 1.21x timm
   (rounds 1.16-1.24, `_batch32_reuse_jax_aligned_inputs.json`).
+- `--share-cores` (stop 50): the TensorFlow worker runs as the image
+  jobs do, each op on its chain's share of the cores
+  (`keras_gmlp.training.share_cores_between_chains`); its matmul rate is
+  then that of `CHAINS` products side by side, each on its share, so the
+  MFU divides by what the cores do in that setting.
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
@@ -244,6 +249,7 @@ Results: benchmarks/results/vision_<model>.json
 """
 
 import argparse
+import concurrent.futures
 import os
 import sys
 import time
@@ -272,7 +278,7 @@ def worker(args):
     import numpy as np
 
     common.start_reusing_freed_memory(args.reuse_freed_memory)
-    common.configure_threads(args.threads)
+    shared = common.configure_threads(args.threads, args.share_cores)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     variants, errors = {}, {}
     for variant in args.variants:
@@ -301,8 +307,13 @@ def worker(args):
         return {"seconds": wall, "cpu_seconds": cpu}
 
     from keras_gmlp.layers.matmul import matmul as package_matmul
+    from keras_gmlp.models.batch_chains import CHAINS
 
     operands = {}
+    # With the cores shared between the chains, one product has only its
+    # share: the rate is that of `CHAINS` products side by side.
+    side_by_side = CHAINS if shared else 1
+    pool = concurrent.futures.ThreadPoolExecutor(side_by_side)
 
     def matmul(precision, size=2048, repeats=3):
         dtype = "float32" if precision == "float32" else "bfloat16"
@@ -312,9 +323,24 @@ def worker(args):
                 keras.ops.convert_to_tensor(a, dtype=dtype) for _ in range(2)
             ]
         a, b = operands[dtype]
-        sync(package_matmul(a, b))
-        wall, cpu = common.timed(lambda: sync(package_matmul(a, b)), repeats)
-        return {"seconds": wall, "cpu_seconds": cpu}
+
+        def products():
+            if side_by_side == 1:  # on this thread, as before stop 50
+                return sync(package_matmul(a, b))
+            tasks = [
+                pool.submit(lambda: sync(package_matmul(a, b)))
+                for _ in range(side_by_side)
+            ]
+            for task in tasks:
+                task.result()
+
+        products()
+        wall, cpu = common.timed(products, repeats)
+        # Seconds per product, as the driver counts FLOPs.
+        return {
+            "seconds": wall / side_by_side,
+            "cpu_seconds": cpu / side_by_side,
+        }
 
     def info():
         return {
@@ -368,6 +394,7 @@ def measure_backend(args, model, backend, timm, log):
             "--variants",
             *variants,
             *common.reuse_freed_memory_flags(args.reuse_freed_memory),
+            *(["--share-cores"] if args.share_cores else []),
         ],
         common.worker_env(backend, args.threads),
         log,
@@ -657,6 +684,13 @@ def main():
         "30-block step took over 14 minutes on the loaded 2-core machine)",
     )
     common.add_reuse_freed_memory_argument(parser)
+    parser.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="the TensorFlow worker calls keras_gmlp.training."
+        "share_cores_between_chains() first, as the image jobs do; its "
+        "matmul rate is then that of the chains' products side by side",
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")
     parser.add_argument("--warmup", type=int, default=2)

@@ -41,9 +41,7 @@ Results: benchmarks/results/xla_vector_width_tensorflow.json
 import argparse
 import json
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -65,35 +63,9 @@ def worker(form, measure, steps):
     from keras_gmlp.training import prefer_wide_vectors
 
     wide = form == CANDIDATE and prefer_wide_vectors()
-    kind, *details = measure.split()
-    if kind == "image":
-        model_name, policy = details
-        model = common.build_image_classifier(model_name, 224, "auto", policy)
-        images, labels = common.random_image_batch(32, 224)
-
-        def step():
-            return model.train_on_batch(images, labels)
-
-    else:
-        from benchmarks import masked_lm_speed
-
-        length = int(details[0])
-        model, _ = masked_lm_speed.build("gmlp", "gmlp_tiny", length, 8192)
-        x, y = masked_lm_speed.batch(model, length, 4096 // length, 8192)
-
-        def step():
-            return model.train_on_batch(x, y)
-
-    for _ in range(3):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    seconds = common.median_step_seconds(common.measured_step(measure), steps)
     flags = os.environ.get("XLA_FLAGS", "")
-    report = dict(seconds=common.median(times), wide=wide, flags=flags)
-    print(json.dumps(report))
+    print(json.dumps(dict(seconds=seconds, wide=wide, flags=flags)))
 
 
 def timed_process(form, measure, steps):
@@ -102,12 +74,7 @@ def timed_process(form, measure, steps):
     env = dict(os.environ)
     if form == BASELINE:
         env["KERAS_GMLP_WIDE_VECTORS"] = "0"
-    command = [sys.executable, os.path.abspath(__file__), "--worker", form]
-    command += ["--measure", measure, "--steps", str(steps)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
-    if result.returncode:
-        raise RuntimeError(f"{form} {measure}: {result.stderr[-2000:]}")
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    report = common.worker_report(__file__, form, measure, steps, env)
     if report["wide"] != (form == CANDIDATE):
         raise RuntimeError(
             f"{form} {measure}: the process ran with XLA_FLAGS="
@@ -139,21 +106,15 @@ def main():
         worker(args.worker, args.measure, args.steps)
         return
     run = common.header()
-    rows = []
-    for measure in args.measures:
+
+    def timed(form, measure):
         steps = args.steps if measure.startswith("image") else 8 * args.steps
-        times = {BASELINE: [], CANDIDATE: []}
-        for round_index in range(args.rounds):
-            forms = [BASELINE, CANDIDATE][:: 1 if round_index % 2 else -1]
-            for form in forms:
-                times[form].append(timed_process(form, measure, steps))
-        row = common.ab_row(
-            times[BASELINE], times[CANDIDATE], BASELINE, CANDIDATE
-        )
-        rows.append(dict(measure=measure, **row))
-        print(rows[-1], flush=True)
-    columns = ["measure", f"{BASELINE}_ms", f"{CANDIDATE}_ms"]
-    columns += [f"x_{BASELINE}", "rounds_min", "rounds_max"]
+        return timed_process(form, measure, steps)
+
+    rows = common.process_ab_rows(
+        timed, BASELINE, CANDIDATE, args.measures, args.rounds
+    )
+    columns = common.process_ab_columns(BASELINE, CANDIDATE)
     name = f"xla_vector_width{args.suffix}_{run['backend']}"
     common.finish_report(run, rows, columns, name, arguments=vars(args))
 

@@ -213,7 +213,9 @@ def main(argv=None):
     `keras_gmlp.training.reuse_freed_memory()` (under JAX, each step then
     reuses the memory the last one freed) and `prefer_wide_vectors()`
     (under TensorFlow on a CPU with AVX-512, the XLA functions with
-    512-bit vectors).
+    512-bit vectors), and `train-image-classifier`
+    `share_cores_between_chains()` (under TensorFlow, each op on its
+    share of the cores for the image backbone's two chains).
 
     Args:
         argv: list of str or `None`. The arguments after the program
@@ -221,11 +223,12 @@ def main(argv=None):
     """
     args = build_parser().parse_args(argv)
     if argv is None and args.handler is _train:
-        from keras_gmlp.training import prefer_wide_vectors
-        from keras_gmlp.training import reuse_freed_memory
+        from keras_gmlp import training
 
-        reuse_freed_memory()
-        prefer_wide_vectors()
+        training.reuse_freed_memory()
+        training.prefer_wide_vectors()
+        if args.module == "image_classification":
+            training.share_cores_between_chains()
     args.handler(args)
     return 0
 

@@ -303,6 +303,9 @@ def test_the_program_reuses_freed_memory_for_training_only(
         "keras_gmlp.training.reuse_freed_memory",
         lambda: events.append("reuse"),
     )
+    # The other settings would change this process's (tests/training/).
+    for name in ("prefer_wide_vectors", "share_cores_between_chains"):
+        monkeypatch.setattr(f"keras_gmlp.training.{name}", lambda: None)
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
 
     assert cli.main() == 0

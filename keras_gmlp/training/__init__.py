@@ -41,6 +41,9 @@ Memory (`keras_gmlp.training.allocator`):
 XLA settings (`keras_gmlp.training.xla_flags`):
     `prefer_wide_vectors()`: under TensorFlow on a CPU with AVX-512, the
     XLA functions written with 512-bit vectors.
+Threads (`keras_gmlp.training.threads`):
+    `share_cores_between_chains()`: under TensorFlow, each op on its
+    share of the cores, for the image backbone's two chains.
 """
 
 from keras_gmlp.training.allocator import reuse_freed_memory
@@ -68,6 +71,7 @@ from keras_gmlp.training.schedules import warmup_linear
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution
+from keras_gmlp.training.threads import share_cores_between_chains
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
 
 __all__ = [
@@ -91,6 +95,7 @@ __all__ = [
     "reuse_freed_memory",
     "run_distribution",
     "scaled_learning_rate",
+    "share_cores_between_chains",
     "split_cpu_for_tests",
     "training_callbacks",
     "warmup_cosine",

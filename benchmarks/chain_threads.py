@@ -1,0 +1,138 @@
+"""A/B under TensorFlow: every op on all the cores (TensorFlow's default)
+vs each on its chain's share (`keras_gmlp.training
+.share_cores_between_chains`).
+
+Issue 12 (MFU, TensorFlow's vision rows). Found in a TensorFlow profile
+of a float32 gMLP-S/16 training step (batch 32, an idle 2-core AMD EPYC
+with AVX-512, read with `jax.profiler.ProfileData`): the image backbone
+runs its blocks as two chains over the halves of the batch
+(`keras_gmlp.models.batch_chains`), so two of oneDNN's products, or an
+XLA function and a product, run at once, each on both intra-op threads:
+four threads on two cores. The profile cannot show the cost (an op's
+event spans its waits too); the masked LM's token product gradients,
+one chain but two independent products, took 4.4-5.8 ms each in its
+step where alone (`tf.function`, same shapes) they take 2.4-2.7.
+With one intra-op thread per op each chain has a core.
+
+TensorFlow fixes its thread pools when its runtime starts, so each form
+runs in processes of its own: the baseline (`all_cores`) with
+`KERAS_GMLP_SHARE_CORES=0`, the candidate (`shared_cores`) calling
+`share_cores_between_chains()` first, as the `keras-gmlp` command's and
+the recipe's image jobs do. Each round starts one process per form and
+measure, the forms' order alternating between rounds; a process builds
+the model, warms it up and reports its median step (`common
+.measured_step`: batch 32, 224 px; the masked LM `gmlp_tiny` with 4,096
+tokens). `x all_cores` is the median over the rounds of the baseline's
+step over the candidate's (above 1: faster). Both forms run with
+`prefer_wide_vectors()`, as the jobs do.
+
+Measured on d02b88c plus this change (an idle 2-core AMD EPYC, family
+26, with AVX-512 and AVX512-BF16; 3 rounds, 4 steps a process, 32 for
+the masked LM; `chain_threads_epyc26_stop50_tensorflow.json`), x
+all_cores:
+
+| measure | float32 | mixed_bfloat16 |
+|---|---|---|
+| gMLP-Ti/16 train | 1.06 (1.03-1.10) | 1.15 (1.11-1.17) |
+| gMLP-S/16 train | 1.05 (1.05-1.09) | 1.07 (1.04-1.07) |
+| gMLP-Ti/16 inference | 1.04 (1.00-1.04) | |
+| gMLP-S/16 inference | | 0.97 (0.92-0.99) |
+| masked LM, n = 128 / 512 | 0.95 (0.93-0.99) / 0.90 (0.89-0.96) | |
+
+So the image training jobs share the cores; the text jobs, whose
+backbone is one chain, do not.
+
+Usage:
+    KERAS_BACKEND=tensorflow python benchmarks/chain_threads.py
+Results: benchmarks/results/chain_threads_tensorflow.json
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "all_cores"
+CANDIDATE = "shared_cores"
+MEASURES = [
+    "image gmlp_ti16_224 float32 train",
+    "image gmlp_ti16_224 mixed_bfloat16 train",
+    "image gmlp_s16_224 float32 train",
+    "image gmlp_s16_224 mixed_bfloat16 train",
+    "image gmlp_ti16_224 float32 infer",
+    "image gmlp_s16_224 mixed_bfloat16 infer",
+    "masked_lm 128",
+    "masked_lm 512",
+]
+
+
+def worker(form, measure, steps):
+    """Times `measure` in this process, in `form`; prints its median step
+    in seconds and the intra-op threads as JSON."""
+    import tensorflow as tf
+
+    from keras_gmlp.training import prefer_wide_vectors
+    from keras_gmlp.training import share_cores_between_chains
+
+    prefer_wide_vectors()
+    if form == CANDIDATE:
+        share_cores_between_chains()
+    seconds = common.median_step_seconds(common.measured_step(measure), steps)
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
+
+
+def timed_process(form, measure, steps):
+    """The median step (seconds) of `measure` in a fresh process in
+    `form`."""
+    env = dict(os.environ)
+    if form == BASELINE:
+        env["KERAS_GMLP_SHARE_CORES"] = "0"
+    report = common.worker_report(__file__, form, measure, steps, env)
+    shared = report["intra_op_threads"] != 0
+    if shared != (form == CANDIDATE):
+        raise RuntimeError(
+            f"{form} {measure}: the process ran with "
+            f"{report['intra_op_threads']} intra-op threads (0: "
+            "TensorFlow's default); the environment sets them."
+        )
+    return report["seconds"]
+
+
+def main():
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--measures", nargs="+", default=MEASURES)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--suffix", default="", help="results file suffix")
+    parser.add_argument("--worker", choices=[BASELINE, CANDIDATE])
+    parser.add_argument("--measure")
+    args = parser.parse_args()
+    common.require_backend(
+        "tensorflow", "the intra-op threads are TensorFlow's."
+    )
+    if args.worker:
+        worker(args.worker, args.measure, args.steps)
+        return
+    run = common.header()
+
+    def timed(form, measure):
+        steps = args.steps if measure.startswith("image") else 8 * args.steps
+        return timed_process(form, measure, steps)
+
+    rows = common.process_ab_rows(
+        timed, BASELINE, CANDIDATE, args.measures, args.rounds
+    )
+    columns = common.process_ab_columns(BASELINE, CANDIDATE)
+    name = f"chain_threads{args.suffix}_{run['backend']}"
+    common.finish_report(run, rows, columns, name, arguments=vars(args))
+
+
+if __name__ == "__main__":
+    main()
