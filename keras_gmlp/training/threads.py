@@ -30,12 +30,12 @@ def share_cores_between_chains(cpu_count=None):
     one) gets only its share of the cores.
 
     The `keras-gmlp` command and the image classification recipe call it
-    before training. It does nothing under JAX and torch, where the
-    intra-op threads are already set (`TF_NUM_INTRAOP_THREADS` or
-    `tf.config.threading`), or with `KERAS_GMLP_SHARE_CORES=0` in the
-    environment. Call it before TensorFlow's first op: TensorFlow fixes
-    its thread pools when its runtime starts (later, it warns and does
-    nothing).
+    before training. It does nothing under JAX and torch, where
+    TensorFlow sees a GPU, where the intra-op threads are already set
+    (`TF_NUM_INTRAOP_THREADS` or `tf.config.threading`), or with
+    `KERAS_GMLP_SHARE_CORES=0` in the environment. Call it before
+    TensorFlow's first op: TensorFlow fixes its thread pools when its
+    runtime starts (later, it warns and does nothing).
 
     Args:
         cpu_count: int or `None`. Cores to share. Defaults to the cores
@@ -67,6 +67,8 @@ def share_cores_between_chains(cpu_count=None):
 
     if tf.config.threading.get_intra_op_parallelism_threads():
         return None
+    if tf.config.list_physical_devices("GPU"):
+        return None  # the products run there; measured on CPUs only
     if cpu_count is None and hasattr(os, "sched_getaffinity"):
         cpu_count = len(os.sched_getaffinity(0))
     elif cpu_count is None:

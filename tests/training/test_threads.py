@@ -48,6 +48,11 @@ import tensorflow as tf
 from keras_gmlp.training import share_cores_between_chains
 
 cpu_count = int(sys.argv[1])
+if "gpu" in sys.argv:  # as TensorFlow lists a machine's GPU
+    listed = tf.config.list_physical_devices
+    tf.config.list_physical_devices = lambda kind=None: (
+        ["/physical_device:GPU:0"] if kind == "GPU" else listed(kind)
+    )
 if "late" in sys.argv:
     tf.ones((2,)) + 1.0  # TensorFlow's runtime started
 with warnings.catch_warnings(record=True) as caught:
@@ -94,6 +99,13 @@ def test_sets_the_cores_share_before_the_runtime_starts(cpu_count):
 )
 def test_warns_and_changes_nothing_once_the_runtime_started():
     assert probe(2, "late") == ["None", "None", "0", "2"]
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow", reason="TensorFlow's threads"
+)
+def test_leaves_the_threads_where_tensorflow_sees_a_gpu():
+    assert probe(2, "gpu") == ["None", "None", "0", "0"]
 
 
 @pytest.mark.parametrize(
