@@ -47,7 +47,6 @@ Usage:
 Results: benchmarks/results/chain_threads_tensorflow.json
 """
 
-import argparse
 import json
 import os
 import sys
@@ -104,34 +103,16 @@ def timed_process(form, measure, steps):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    common.process_ab_main(
+        __doc__,
+        "chain_threads",
+        (BASELINE, CANDIDATE),
+        MEASURES,
+        worker,
+        timed_process,
+        "tensorflow",
+        "the intra-op threads are TensorFlow's.",
     )
-    parser.add_argument("--measures", nargs="+", default=MEASURES)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--suffix", default="", help="results file suffix")
-    parser.add_argument("--worker", choices=[BASELINE, CANDIDATE])
-    parser.add_argument("--measure")
-    args = parser.parse_args()
-    common.require_backend(
-        "tensorflow", "the intra-op threads are TensorFlow's."
-    )
-    if args.worker:
-        worker(args.worker, args.measure, args.steps)
-        return
-    run = common.header()
-
-    def timed(form, measure):
-        steps = args.steps if measure.startswith("image") else 8 * args.steps
-        return timed_process(form, measure, steps)
-
-    rows = common.process_ab_rows(
-        timed, BASELINE, CANDIDATE, args.measures, args.rounds
-    )
-    columns = common.process_ab_columns(BASELINE, CANDIDATE)
-    name = f"chain_threads{args.suffix}_{run['backend']}"
-    common.finish_report(run, rows, columns, name, arguments=vars(args))
 
 
 if __name__ == "__main__":

@@ -422,6 +422,45 @@ def process_ab_columns(baseline, candidate):
     ]
 
 
+def process_ab_main(
+    doc, name, forms, measures, worker, timed_process, backend, reason
+):
+    """The main of an A/B of two process-wide forms (`forms`, baseline
+    first): as a worker (`--worker FORM --measure M`), `worker(form,
+    measure, steps)`; as the driver, `process_ab_rows` of
+    `timed_process(form, measure, steps)` over `--measures` (default
+    `measures`; the masked LM's with 8x the steps), written to
+    `benchmarks/results/<name><suffix>_<backend>.json`. Under `backend`
+    only (`reason` says why)."""
+    baseline, candidate = forms
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--measures", nargs="+", default=measures)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--suffix", default="", help="results file suffix")
+    parser.add_argument("--worker", choices=forms)
+    parser.add_argument("--measure")
+    args = parser.parse_args()
+    require_backend(backend, reason)
+    if args.worker:
+        worker(args.worker, args.measure, args.steps)
+        return
+    run = header()
+
+    def timed(form, measure):
+        steps = args.steps if measure.startswith("image") else 8 * args.steps
+        return timed_process(form, measure, steps)
+
+    rows = process_ab_rows(
+        timed, baseline, candidate, args.measures, args.rounds
+    )
+    columns = process_ab_columns(baseline, candidate)
+    results = f"{name}{args.suffix}_{run['backend']}"
+    finish_report(run, rows, columns, results, arguments=vars(args))
+
+
 def ab_columns(baseline_name, candidate_name):
     """The table columns of an A/B benchmark's rows (`ab_row`'s, with
     their shape, measure and precision)."""

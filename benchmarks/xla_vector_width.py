@@ -38,7 +38,6 @@ Usage:
 Results: benchmarks/results/xla_vector_width_tensorflow.json
 """
 
-import argparse
 import json
 import os
 import sys
@@ -85,38 +84,16 @@ def timed_process(form, measure, steps):
 
 
 def main():
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    common.process_ab_main(
+        __doc__,
+        "xla_vector_width",
+        (BASELINE, CANDIDATE),
+        IMAGE_MEASURES + ["masked_lm 128", "masked_lm 512"],
+        worker,
+        timed_process,
+        "tensorflow",
+        "the wide vectors are for TensorFlow's XLA functions.",
     )
-    parser.add_argument(
-        "--measures",
-        nargs="+",
-        default=IMAGE_MEASURES + ["masked_lm 128", "masked_lm 512"],
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--suffix", default="", help="results file suffix")
-    parser.add_argument("--worker", choices=[BASELINE, CANDIDATE])
-    parser.add_argument("--measure")
-    args = parser.parse_args()
-    common.require_backend(
-        "tensorflow", "the wide vectors are for TensorFlow's XLA functions."
-    )
-    if args.worker:
-        worker(args.worker, args.measure, args.steps)
-        return
-    run = common.header()
-
-    def timed(form, measure):
-        steps = args.steps if measure.startswith("image") else 8 * args.steps
-        return timed_process(form, measure, steps)
-
-    rows = common.process_ab_rows(
-        timed, BASELINE, CANDIDATE, args.measures, args.rounds
-    )
-    columns = common.process_ab_columns(BASELINE, CANDIDATE)
-    name = f"xla_vector_width{args.suffix}_{run['backend']}"
-    common.finish_report(run, rows, columns, name, arguments=vars(args))
 
 
 if __name__ == "__main__":
