@@ -17,8 +17,8 @@ With one intra-op thread per op each chain has a core.
 TensorFlow fixes its thread pools when its runtime starts, so each form
 runs in processes of its own: the baseline (`all_cores`) with
 `KERAS_GMLP_SHARE_CORES=0`, the candidate (`shared_cores`) calling
-`share_cores_between_chains()` first, as the `keras-gmlp` command's and
-the recipe's image jobs do. Each round starts one process per form and
+`share_cores_between_chains()` first, as the `keras-gmlp` command and
+the recipes do. Each round starts one process per form and
 measure, the forms' order alternating between rounds; a process builds
 the model, warms it up and reports its median step (`common
 .measured_step`: batch 32, 224 px; the masked LM `gmlp_tiny` with 4,096
@@ -37,10 +37,14 @@ all_cores:
 | gMLP-S/16 train | 1.05 (1.05-1.09) | 1.07 (1.04-1.07) |
 | gMLP-Ti/16 inference | 1.04 (1.00-1.04) | |
 | gMLP-S/16 inference | | 0.97 (0.92-0.99) |
-| masked LM, n = 128 / 512 | 0.95 (0.93-0.99) / 0.90 (0.89-0.96) | |
+| masked LM, n = 128 / 512, one chain | 0.95 (0.93-0.99) / 0.90 (0.89-0.96) | |
 
-So the image training jobs share the cores; the text jobs, whose
-backbone is one chain, do not.
+The masked LM's text backbone was one chain then. Since it runs as two
+chains where the cores are shared (`batch_chains.chains_fit_the_cores`;
+5 rounds, 5 x 8 steps a process,
+`chain_threads_masked_lm_chains_epyc26_stop50_tensorflow.json`): **1.07**
+(1.01-1.09) at n = 128, **1.04** (1.03-1.08) at 512. Every training job
+shares the cores.
 
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/chain_threads.py

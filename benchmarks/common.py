@@ -333,8 +333,10 @@ def measured_step(measure):
 
     - `image <model> <policy> [train|infer]`: an image classifier's
       `train_on_batch` (AdamW) or `predict_on_batch`, batch 32, 224 px;
-    - `masked_lm <n>`: the gMLP masked LM's training step (`gmlp_tiny`,
-      4,096 tokens, `masked_lm_speed.py`'s recipe).
+    - `masked_lm <n> [model]`: a masked LM's training step through
+      `masked_lm_speed.py`'s recipe, 4,096 tokens: `model` `gmlp` (the
+      default, `gmlp_tiny`) or another of its models (`bert`, matched to
+      `gmlp_tiny`).
     """
     kind, *details = measure.split()
     if kind == "image":
@@ -354,8 +356,11 @@ def measured_step(measure):
     elif kind == "masked_lm":
         from benchmarks import masked_lm_speed
 
-        length = int(details[0])
-        model, _ = masked_lm_speed.build("gmlp", "gmlp_tiny", length, 8192)
+        length, *name = details
+        length = int(length)
+        model, _ = masked_lm_speed.build(
+            name[0] if name else "gmlp", "gmlp_tiny", length, 8192
+        )
         x, y = masked_lm_speed.batch(model, length, 4096 // length, 8192)
 
         def step():
@@ -364,7 +369,7 @@ def measured_step(measure):
     else:
         raise ValueError(
             f"Received measure={measure!r}; expected 'image <model> "
-            "<policy> [train|infer]' or 'masked_lm <n>'."
+            "<policy> [train|infer]' or 'masked_lm <n> [model]'."
         )
     for _ in range(3):
         step()

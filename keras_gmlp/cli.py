@@ -213,9 +213,9 @@ def main(argv=None):
     `keras_gmlp.training.reuse_freed_memory()` (under JAX, each step then
     reuses the memory the last one freed) and `prefer_wide_vectors()`
     (under TensorFlow on a CPU with AVX-512, the XLA functions with
-    512-bit vectors), and `train-image-classifier`
-    `share_cores_between_chains()` (under TensorFlow, each op on its
-    share of the cores for the image backbone's two chains).
+    512-bit vectors) and `share_cores_between_chains()` (under
+    TensorFlow, each op on its share of the cores, for the backbones' two
+    chains).
 
     Args:
         argv: list of str or `None`. The arguments after the program
@@ -227,8 +227,7 @@ def main(argv=None):
 
         training.reuse_freed_memory()
         training.prefer_wide_vectors()
-        if args.module == "image_classification":
-            training.share_cores_between_chains()
+        training.share_cores_between_chains()
     args.handler(args)
     return 0
 

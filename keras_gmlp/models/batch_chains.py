@@ -1,5 +1,7 @@
-"""Running the image backbone's blocks on the halves of the batch as two
+"""Running a backbone's blocks on the halves of the batch as two
 independent chains of ops, under TensorFlow."""
+
+import os
 
 import keras
 
@@ -37,6 +39,32 @@ def runs_batch_chains(inputs):
     return not tf.executing_eagerly() and not (
         control_flow_util.GraphOrParentsInXlaContext(graph)
     )
+
+
+def usable_cores():
+    """The cores this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def chains_fit_the_cores():
+    """Whether `CHAINS` of TensorFlow's ops at once use at most the cores:
+    its intra-op threads set to a chain's share of them, as
+    `keras_gmlp.training.share_cores_between_chains` sets them (by
+    default each op takes every core).
+
+    The text backbone runs as chains only then: on an idle 2-core AMD
+    EPYC the `gmlp_tiny` masked LM's training steps (4,096 tokens) ran
+    1.07x and 1.04x as fast at n = 128 and 512 as two chains with one
+    thread per op as they had as one chain on all the cores
+    (`benchmarks/chain_threads.py`), and two chains on all the cores
+    0.99x and 0.95x (stop 41, `benchmarks/README.md`).
+    """
+    import tensorflow as tf
+
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    return 0 < threads * CHAINS <= usable_cores()
 
 
 def split_batch(x):

@@ -1,4 +1,4 @@
-"""TensorFlow's op threads for the image backbone's parallel chains."""
+"""TensorFlow's op threads for the backbones' parallel chains."""
 
 import os
 import warnings
@@ -6,34 +6,37 @@ import warnings
 import keras
 
 from keras_gmlp.models.batch_chains import CHAINS
+from keras_gmlp.models.batch_chains import usable_cores
 
 # Set to "0", it turns `share_cores_between_chains` off.
 ENV_VARIABLE = "KERAS_GMLP_SHARE_CORES"
 
 
 def share_cores_between_chains(cpu_count=None):
-    """Gives each of the image backbone's chains its share of the cores:
+    """Gives each of a backbone's chains its share of the cores:
     TensorFlow's intra-op threads set to `cores // CHAINS`.
 
     Under TensorFlow the image backbone runs its blocks on the halves of
     the batch as two chains of ops, side by side on the executor's
-    inter-op threads (`keras_gmlp.models.batch_chains`). Each op then
-    spreads itself over the intra-op threads, by default one per core, so
-    two products running at once ask for twice the cores there are. With
+    inter-op threads (`keras_gmlp.models.batch_chains`), and the text
+    backbone does where the cores are so shared. Each op spreads itself
+    over the intra-op threads, by default one per core, so two products
+    running at once ask for twice the cores there are. With
     `cores // CHAINS` threads per op they do not: on an idle 2-core AMD
     EPYC with AVX-512 (batch 32, one thread per op, each form in
     processes of its own, `benchmarks/chain_threads.py`), gMLP-Ti/16 and
     gMLP-S/16 trained 1.06x and 1.05x as fast in float32, 1.15x and 1.07x
-    in `mixed_bfloat16`; inference moved 1.04x and 0.97x; the `gmlp_tiny`
-    masked LM, one chain, trained slower (0.95x and 0.90x at n = 128 and
-    512), so the text jobs leave it. An op that runs alone (a batch of
-    one) gets only its share of the cores.
+    in `mixed_bfloat16`; inference moved 1.04x and 0.97x; the
+    `gmlp_tiny` masked LM (4,096 tokens), its blocks then two chains too,
+    1.07x and 1.04x at n = 128 and 512 (as one chain it had run 0.95x
+    and 0.90x as fast so). An op that runs alone (a batch of one) gets
+    only its share of the cores.
 
-    The `keras-gmlp` command and the image classification recipe call it
-    before training. It does nothing under JAX and torch, where
-    TensorFlow sees a GPU, where the intra-op threads are already set
-    (`TF_NUM_INTRAOP_THREADS` or `tf.config.threading`), or with
-    `KERAS_GMLP_SHARE_CORES=0` in the environment. Call it before
+    The `keras-gmlp` command and the recipes call it before training. It
+    does nothing under JAX and torch, where TensorFlow sees a GPU, where
+    the intra-op threads are already set (`TF_NUM_INTRAOP_THREADS` or
+    `tf.config.threading`), or with `KERAS_GMLP_SHARE_CORES=0` in the
+    environment. Call it before
     TensorFlow's first op: TensorFlow fixes its thread pools when its
     runtime starts (later, it warns and does nothing).
 
@@ -69,10 +72,8 @@ def share_cores_between_chains(cpu_count=None):
         return None
     if tf.config.list_physical_devices("GPU"):
         return None  # the products run there; measured on CPUs only
-    if cpu_count is None and hasattr(os, "sched_getaffinity"):
-        cpu_count = len(os.sched_getaffinity(0))
-    elif cpu_count is None:
-        cpu_count = os.cpu_count() or 1
+    if cpu_count is None:
+        cpu_count = usable_cores()
     threads = max(1, cpu_count // CHAINS)
     try:
         tf.config.threading.set_intra_op_parallelism_threads(threads)

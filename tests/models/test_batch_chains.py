@@ -117,3 +117,145 @@ def test_eager_calls_exports_and_compiled_steps_run_one_chain():
         return tf.constant(batch_chains.runs_batch_chains(x))
 
     assert not bool(compiled(images))
+
+
+TEXT = {
+    "gmlp": {},
+    "amlp": {"attention_dim": 4},
+    "amlp_causal": {"attention_dim": 4, "causal": True},
+    "gmlp_dense_causal": {"spatial": "dense", "causal": True},
+}
+
+
+def text_inputs(batch, seed):
+    """Token ids and a padding mask of `batch` sequences of 8 tokens:
+    right-padded, left-padded, unpadded and all padding in turn."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(5, 20, size=(batch, 8)).astype("int32")
+    padding_mask = np.ones((batch, 8), "int32")
+    for row in range(batch):
+        kind = row % 4
+        if kind == 0:
+            padding_mask[row, 5:] = 0
+        elif kind == 1:
+            padding_mask[row, :3] = 0
+        elif kind == 3:
+            padding_mask[row] = 0
+    token_ids[padding_mask == 0] = 0
+    return {"token_ids": token_ids, "padding_mask": padding_mask}
+
+
+def traced_text(function, batch=None):
+    """`function` as a `tf.function` of the text inputs (a `None` batch:
+    one trace for every batch size), and how many tensors it cut."""
+    import tensorflow as tf
+
+    from keras_gmlp.models import gmlp_text_backbone
+
+    cuts = []
+    original = gmlp_text_backbone.split_batch
+
+    def counted(x):
+        cuts.append(1)
+        return original(x)
+
+    spec = tf.TensorSpec((batch, 8), "int32")
+    graph_function = tf.function(
+        function,
+        input_signature=[{"token_ids": spec, "padding_mask": spec}],
+    )
+    saved = gmlp_text_backbone.split_batch
+    gmlp_text_backbone.split_batch = counted
+    try:
+        graph_function.get_concrete_function()
+    finally:
+        gmlp_text_backbone.split_batch = saved
+    return graph_function, len(cuts)
+
+
+@pytest.fixture
+def cores_shared(monkeypatch):
+    """The text backbone's chains on, as where the cores are shared."""
+    from keras_gmlp.models import gmlp_text_backbone
+
+    monkeypatch.setattr(
+        gmlp_text_backbone, "chains_fit_the_cores", lambda: True
+    )
+
+
+@pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
+@pytest.mark.parametrize("config", list(TEXT))
+def test_text_traced_call_runs_two_chains_with_the_same_outputs(
+    config, cores_shared
+):
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = randomized(GMLPTextBackbone(**TEXT_TINY, **TEXT[config]))
+    call, cuts = traced_text(lambda inputs: backbone(inputs, training=False))
+    assert cuts == 2  # the token ids and the padding mask
+    # Odd sizes leave the parts uneven; one sequence, one part empty.
+    for batch in (1, 2, 5):
+        inputs = text_inputs(batch, seed=batch)
+        # Eager, the backbone runs its functional graph.
+        expected = backbone(inputs, training=False)
+        np.testing.assert_allclose(call(inputs), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
+def test_text_traced_gradients_match_the_functional_call(cores_shared):
+    import tensorflow as tf
+
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = randomized(GMLPTextBackbone(**TEXT_TINY, attention_dim=4))
+    inputs = text_inputs(3, seed=4)
+    upstream = tf.constant(
+        np.random.default_rng(5).normal(size=(3, 8, 8)), "float32"
+    )
+
+    def gradients(inputs):
+        with tf.GradientTape() as tape:
+            outputs = backbone(inputs, training=True)
+            loss = tf.reduce_sum(outputs * upstream)
+        found = tape.gradient(loss, backbone.trainable_variables)
+        # The embedding's is an `IndexedSlices`.
+        return [tf.convert_to_tensor(gradient) for gradient in found]
+
+    chained, cuts = traced_text(gradients, batch=3)
+    assert cuts == 2
+    expected = gradients(inputs)
+    for got, want in zip(chained(inputs), expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
+def test_text_backbone_runs_one_chain_unless_the_cores_are_shared():
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    # This process's ops take every core (TensorFlow's default).
+    assert not batch_chains.chains_fit_the_cores()
+    backbone = GMLPTextBackbone(**TEXT_TINY)
+    _, cuts = traced_text(lambda inputs: backbone(inputs))
+    assert cuts == 0
+
+
+@pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's threads")
+@pytest.mark.parametrize(
+    "threads, cores, fit",
+    [(0, 2, False), (1, 2, True), (2, 2, False), (4, 8, True), (1, 1, False)],
+)
+def test_chains_fit_the_cores_when_each_op_has_its_share(
+    threads, cores, fit, monkeypatch
+):
+    import tensorflow as tf
+
+    monkeypatch.setattr(
+        tf.config.threading,
+        "get_intra_op_parallelism_threads",
+        lambda: threads,
+    )
+    monkeypatch.setattr(batch_chains, "usable_cores", lambda: cores)
+    assert batch_chains.chains_fit_the_cores() == fit

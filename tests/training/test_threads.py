@@ -112,13 +112,11 @@ def test_leaves_the_threads_where_tensorflow_sees_a_gpu():
     "argv, shared",
     [
         (["train-image-classifier", "--dataset", "digits"], True),
-        (["pretrain", "--text-files", "corpus.txt"], False),
+        (["pretrain", "--text-files", "corpus.txt"], True),
         (["info", "gmlp_ti16_224"], False),
     ],
 )
-def test_the_program_shares_cores_for_image_training_only(
-    argv, shared, monkeypatch
-):
+def test_the_program_shares_cores_for_training_only(argv, shared, monkeypatch):
     events = []
     monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
     monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))

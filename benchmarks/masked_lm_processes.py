@@ -1,0 +1,91 @@
+"""The gMLP masked LM against its matched BERT under TensorFlow, each in
+processes of its own, each with its own threads.
+
+Issue 12 (the masked-LM target). `masked_lm_speed.py` times every model
+in one process, alternating rounds, which needs one thread setting for
+all. Since stop 50 the text jobs give each TensorFlow op its chain's
+share of the cores (`keras_gmlp.training.share_cores_between_chains`),
+and the text backbone then runs its blocks as two chains over the halves
+of the batch (`keras_gmlp.models.batch_chains.chains_fit_the_cores`);
+keras-hub's BERT, one chain, runs slower with one thread per op. So
+here each model runs in processes of its own: the baseline (`bert`,
+keras-hub's `BertMaskedLM` through the same recipe, matched to
+`gmlp_tiny`'s parameters at each length) with TensorFlow's default
+threads (`KERAS_GMLP_SHARE_CORES=0`), the candidate (`gmlp`, `gmlp_tiny`)
+as the pretraining job runs it, after `share_cores_between_chains()`;
+both with `prefer_wide_vectors()`. Each round starts one process per
+model and length, the order alternating; a process builds the model,
+warms it up and reports its median step over `8 x --steps` steps
+(4,096 tokens a batch, 15 % masked). `x bert` is the median over the
+rounds of BERT's step over the gMLP's: the gMLP's training tokens/s over
+BERT's.
+
+Measured: see `benchmarks/README.md`, "Stop 50"
+(`masked_lm_processes_epyc26_stop50_tensorflow.json`).
+
+Usage:
+    KERAS_BACKEND=tensorflow python benchmarks/masked_lm_processes.py
+Results: benchmarks/results/masked_lm_processes_tensorflow.json
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+BASELINE = "bert"
+CANDIDATE = "gmlp"
+MEASURES = ["masked_lm 128", "masked_lm 512"]
+
+
+def worker(form, measure, steps):
+    """Times `form`'s model at `measure` in this process; prints its
+    median step in seconds and the intra-op threads as JSON."""
+    import tensorflow as tf
+
+    from keras_gmlp.training import prefer_wide_vectors
+    from keras_gmlp.training import share_cores_between_chains
+
+    prefer_wide_vectors()
+    if form == CANDIDATE:
+        share_cores_between_chains()
+    step = common.measured_step(f"{measure} {form}")
+    seconds = common.median_step_seconds(step, steps)
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
+
+
+def timed_process(form, measure, steps):
+    """The median step (seconds) of `form`'s model at `measure` in a
+    fresh process."""
+    env = dict(os.environ)
+    if form == BASELINE:
+        env["KERAS_GMLP_SHARE_CORES"] = "0"
+    report = common.worker_report(__file__, form, measure, steps, env)
+    if (report["intra_op_threads"] != 0) != (form == CANDIDATE):
+        raise RuntimeError(
+            f"{form} {measure}: the process ran with "
+            f"{report['intra_op_threads']} intra-op threads (0: "
+            "TensorFlow's default); the environment sets them."
+        )
+    return report["seconds"]
+
+
+def main():
+    common.process_ab_main(
+        __doc__,
+        "masked_lm_processes",
+        (BASELINE, CANDIDATE),
+        MEASURES,
+        worker,
+        timed_process,
+        "tensorflow",
+        "the shared cores are TensorFlow's.",
+    )
+
+
+if __name__ == "__main__":
+    main()
