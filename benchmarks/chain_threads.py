@@ -51,7 +51,6 @@ Usage:
 Results: benchmarks/results/chain_threads_tensorflow.json
 """
 
-import json
 import os
 import sys
 
@@ -74,36 +73,16 @@ MEASURES = [
 
 
 def worker(form, measure, steps):
-    """Times `measure` in this process, in `form`; prints its median step
-    in seconds and the intra-op threads as JSON."""
-    import tensorflow as tf
-
-    from keras_gmlp.training import prefer_wide_vectors
-    from keras_gmlp.training import share_cores_between_chains
-
-    prefer_wide_vectors()
-    if form == CANDIDATE:
-        share_cores_between_chains()
-    seconds = common.median_step_seconds(common.measured_step(measure), steps)
-    threads = tf.config.threading.get_intra_op_parallelism_threads()
-    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
+    """Times `measure` in this process, in `form`."""
+    common.threads_worker(measure, form == CANDIDATE, steps)
 
 
 def timed_process(form, measure, steps):
     """The median step (seconds) of `measure` in a fresh process in
     `form`."""
-    env = dict(os.environ)
-    if form == BASELINE:
-        env["KERAS_GMLP_SHARE_CORES"] = "0"
-    report = common.worker_report(__file__, form, measure, steps, env)
-    shared = report["intra_op_threads"] != 0
-    if shared != (form == CANDIDATE):
-        raise RuntimeError(
-            f"{form} {measure}: the process ran with "
-            f"{report['intra_op_threads']} intra-op threads (0: "
-            "TensorFlow's default); the environment sets them."
-        )
-    return report["seconds"]
+    return common.threads_process(
+        __file__, form, measure, steps, form == CANDIDATE
+    )
 
 
 def main():

@@ -397,6 +397,41 @@ def worker_report(script, form, measure, steps, env):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def threads_worker(measure, share_cores, steps):
+    """A TensorFlow worker of a process-per-form A/B: after
+    `prefer_wide_vectors()` and, if `share_cores`,
+    `share_cores_between_chains()` (as the jobs run), prints `measure`'s
+    median step in seconds and the intra-op threads as JSON."""
+    import tensorflow as tf
+
+    from keras_gmlp.training import prefer_wide_vectors
+    from keras_gmlp.training import share_cores_between_chains
+
+    prefer_wide_vectors()
+    if share_cores:
+        share_cores_between_chains()
+    seconds = median_step_seconds(measured_step(measure), steps)
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
+
+
+def threads_process(script, form, measure, steps, share_cores):
+    """The median step (seconds) of a fresh `threads_worker` process of
+    `script` in `form`, its cores shared or not (`KERAS_GMLP_SHARE_CORES=0`
+    in its environment); an error if its threads say otherwise."""
+    env = dict(os.environ)
+    if not share_cores:
+        env["KERAS_GMLP_SHARE_CORES"] = "0"
+    report = worker_report(script, form, measure, steps, env)
+    if (report["intra_op_threads"] != 0) != share_cores:
+        raise RuntimeError(
+            f"{form} {measure}: the process ran with "
+            f"{report['intra_op_threads']} intra-op threads (0: "
+            "TensorFlow's default); the environment sets them."
+        )
+    return report["seconds"]
+
+
 def process_ab_rows(timed_process, baseline, candidate, measures, rounds):
     """An A/B of two process-wide forms: for each measure, `rounds`
     rounds of one fresh process per form (`timed_process(form, measure)`

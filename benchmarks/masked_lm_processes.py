@@ -28,7 +28,6 @@ Usage:
 Results: benchmarks/results/masked_lm_processes_tensorflow.json
 """
 
-import json
 import os
 import sys
 
@@ -42,36 +41,16 @@ MEASURES = ["masked_lm 128", "masked_lm 512"]
 
 
 def worker(form, measure, steps):
-    """Times `form`'s model at `measure` in this process; prints its
-    median step in seconds and the intra-op threads as JSON."""
-    import tensorflow as tf
-
-    from keras_gmlp.training import prefer_wide_vectors
-    from keras_gmlp.training import share_cores_between_chains
-
-    prefer_wide_vectors()
-    if form == CANDIDATE:
-        share_cores_between_chains()
-    step = common.measured_step(f"{measure} {form}")
-    seconds = common.median_step_seconds(step, steps)
-    threads = tf.config.threading.get_intra_op_parallelism_threads()
-    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
+    """Times `form`'s model at `measure` in this process."""
+    common.threads_worker(f"{measure} {form}", form == CANDIDATE, steps)
 
 
 def timed_process(form, measure, steps):
     """The median step (seconds) of `form`'s model at `measure` in a
     fresh process."""
-    env = dict(os.environ)
-    if form == BASELINE:
-        env["KERAS_GMLP_SHARE_CORES"] = "0"
-    report = common.worker_report(__file__, form, measure, steps, env)
-    if (report["intra_op_threads"] != 0) != (form == CANDIDATE):
-        raise RuntimeError(
-            f"{form} {measure}: the process ran with "
-            f"{report['intra_op_threads']} intra-op threads (0: "
-            "TensorFlow's default); the environment sets them."
-        )
-    return report["seconds"]
+    return common.threads_process(
+        __file__, form, measure, steps, form == CANDIDATE
+    )
 
 
 def main():
