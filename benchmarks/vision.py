@@ -313,7 +313,7 @@ def worker(args):
     # With the cores shared between the chains, one product has only its
     # share: the rate is that of `CHAINS` products side by side.
     side_by_side = CHAINS if shared else 1
-    pool = concurrent.futures.ThreadPoolExecutor(side_by_side)
+    pool = concurrent.futures.ThreadPoolExecutor(CHAINS) if shared else None
 
     def matmul(precision, size=2048, repeats=3):
         dtype = "float32" if precision == "float32" else "bfloat16"

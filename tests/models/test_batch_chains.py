@@ -1,5 +1,7 @@
-"""The image backbone's blocks on the halves of the batch under
+"""A backbone's blocks on the halves of the batch under
 TensorFlow (`keras_gmlp.models.batch_chains`)."""
+
+import contextlib
 
 import keras
 import numpy as np
@@ -20,30 +22,36 @@ def randomized(backbone, seed=0):
     return backbone
 
 
+@contextlib.contextmanager
+def counted_cuts(module):
+    """Counts, in a list, the calls of `module.split_batch` inside."""
+    cuts = []
+    original = module.split_batch
+
+    def counted(x):
+        cuts.append(1)
+        return original(x)
+
+    module.split_batch = counted
+    try:
+        yield cuts
+    finally:
+        module.split_batch = original
+
+
 def traced(function, shape):
     """`function` as a `tf.function` of one float32 tensor of `shape` (a
     `None` batch: one trace for every batch size), and how many times it
     cut the batch."""
     import tensorflow as tf
 
-    cuts = []
-    original = batch_chains.split_batch
-
-    def counted(x):
-        cuts.append(1)
-        return original(x)
+    from keras_gmlp.models import gmlp_image_backbone
 
     graph_function = tf.function(
         function, input_signature=[tf.TensorSpec(shape, "float32")]
     )
-    from keras_gmlp.models import gmlp_image_backbone
-
-    saved = gmlp_image_backbone.split_batch
-    gmlp_image_backbone.split_batch = counted
-    try:
+    with counted_cuts(gmlp_image_backbone) as cuts:
         graph_function.get_concrete_function()
-    finally:
-        gmlp_image_backbone.split_batch = saved
     return graph_function, len(cuts)
 
 
@@ -152,24 +160,13 @@ def traced_text(function, batch=None):
 
     from keras_gmlp.models import gmlp_text_backbone
 
-    cuts = []
-    original = gmlp_text_backbone.split_batch
-
-    def counted(x):
-        cuts.append(1)
-        return original(x)
-
     spec = tf.TensorSpec((batch, 8), "int32")
     graph_function = tf.function(
         function,
         input_signature=[{"token_ids": spec, "padding_mask": spec}],
     )
-    saved = gmlp_text_backbone.split_batch
-    gmlp_text_backbone.split_batch = counted
-    try:
+    with counted_cuts(gmlp_text_backbone) as cuts:
         graph_function.get_concrete_function()
-    finally:
-        gmlp_text_backbone.split_batch = saved
     return graph_function, len(cuts)
 
 
