@@ -21,7 +21,9 @@ Measured per model (the `--model` flag), `x one_chain` the baseline's
 seconds over the candidate's (above 1: faster), interleaved rounds
 (`common.alternate`).
 
-The text backbone keeps one chain: the same two chains there (a scratch
+The text backbone kept one chain then (since stop 50 it runs two where
+TensorFlow's ops share the cores, `chain_threads.py`; since stop 51
+under JAX, `jax_text_chains.py`): the same two chains there (a scratch
 A/B of the `gmlp_tiny` masked LM's training step, `masked_lm_speed`'s
 `variant_ab`, 5 rounds) ran 0.99x (0.96-1.08) at n = 128 (batch 32) and
 0.95x (0.93-1.01) at 512 (batch 8): its ops are small, and half of them

@@ -463,16 +463,27 @@ def process_ab_columns(baseline, candidate):
 
 
 def process_ab_main(
-    doc, name, forms, measures, worker, timed_process, backend, reason
+    doc,
+    name,
+    forms,
+    measures,
+    worker,
+    timed_process,
+    backend,
+    reason,
+    other_pairs=(),
 ):
     """The main of an A/B of two process-wide forms (`forms`, baseline
-    first): as a worker (`--worker FORM --measure M`), `worker(form,
-    measure, steps)`; as the driver, `process_ab_rows` of
+    first; `other_pairs` more `(baseline, candidate)` pairs, chosen with
+    `--candidate`): as a worker (`--worker FORM --measure M`),
+    `worker(form, measure, steps)`; as the driver, `process_ab_rows` of
     `timed_process(form, measure, steps)` over `--measures` (default
     `measures`; the masked LM's with 8x the steps), written to
-    `benchmarks/results/<name><suffix>_<backend>.json`. Under `backend`
-    only (`reason` says why)."""
-    baseline, candidate = forms
+    `benchmarks/results/<name>[_<candidate>]<suffix>_<backend>.json` (the
+    candidate named when not `forms`'). Under `backend` only (`reason`
+    says why)."""
+    baselines = {forms[1]: forms[0]}
+    baselines.update({pair[1]: pair[0] for pair in other_pairs})
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawTextHelpFormatter
     )
@@ -480,7 +491,16 @@ def process_ab_main(
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--suffix", default="", help="results file suffix")
-    parser.add_argument("--worker", choices=forms)
+    if other_pairs:
+        parser.add_argument(
+            "--candidate",
+            choices=list(baselines),
+            default=forms[1],
+            help="the form timed against its baseline",
+        )
+    parser.add_argument(
+        "--worker", choices=sorted({*baselines, *baselines.values()})
+    )
     parser.add_argument("--measure")
     args = parser.parse_args()
     require_backend(backend, reason)
@@ -488,6 +508,8 @@ def process_ab_main(
         worker(args.worker, args.measure, args.steps)
         return
     run = header()
+    candidate = getattr(args, "candidate", forms[1])
+    baseline = baselines[candidate]
 
     def timed(form, measure):
         steps = args.steps if measure.startswith("image") else 8 * args.steps
@@ -497,7 +519,8 @@ def process_ab_main(
         timed, baseline, candidate, args.measures, args.rounds
     )
     columns = process_ab_columns(baseline, candidate)
-    results = f"{name}{args.suffix}_{run['backend']}"
+    named = "" if candidate == forms[1] else f"_{candidate}"
+    results = f"{name}{named}{args.suffix}_{run['backend']}"
     finish_report(run, rows, columns, results, arguments=vars(args))
 
 

@@ -18,14 +18,16 @@ model and length, the order alternating; a process builds the model,
 warms it up and reports its median step over `8 x --steps` steps
 (4,096 tokens a batch, 15 % masked). `x bert` is the median over the
 rounds of BERT's step over the gMLP's: the gMLP's training tokens/s over
-BERT's.
+BERT's. `--candidate amlp`: the aMLP (`amlp_tiny`, the same chains and
+shared cores) against `bert_amlp`, the BERT matched to its parameters.
 
 Measured: see `benchmarks/README.md`, "Stop 50"
 (`masked_lm_processes_epyc26_stop50_tensorflow.json`).
 
 Usage:
-    KERAS_BACKEND=tensorflow python benchmarks/masked_lm_processes.py
-Results: benchmarks/results/masked_lm_processes_tensorflow.json
+    KERAS_BACKEND=tensorflow python benchmarks/masked_lm_processes.py \
+        [--candidate amlp]
+Results: benchmarks/results/masked_lm_processes[_amlp]_tensorflow.json
 """
 
 import os
@@ -37,19 +39,23 @@ from benchmarks import common  # noqa: E402
 
 BASELINE = "bert"
 CANDIDATE = "gmlp"
+# More (baseline, candidate) pairs (`--candidate`): the aMLP against the
+# BERT matched to its own parameters (`masked_lm_speed.MATCHED_BASELINES`).
+OTHER_PAIRS = [("bert_amlp", "amlp")]
+CANDIDATES = (CANDIDATE, *(pair[1] for pair in OTHER_PAIRS))
 MEASURES = ["masked_lm 128", "masked_lm 512"]
 
 
 def worker(form, measure, steps):
     """Times `form`'s model at `measure` in this process."""
-    common.threads_worker(f"{measure} {form}", form == CANDIDATE, steps)
+    common.threads_worker(f"{measure} {form}", form in CANDIDATES, steps)
 
 
 def timed_process(form, measure, steps):
     """The median step (seconds) of `form`'s model at `measure` in a
     fresh process."""
     return common.threads_process(
-        __file__, form, measure, steps, form == CANDIDATE
+        __file__, form, measure, steps, form in CANDIDATES
     )
 
 
@@ -63,6 +69,7 @@ def main():
         timed_process,
         "tensorflow",
         "the shared cores are TensorFlow's.",
+        other_pairs=OTHER_PAIRS,
     )
 
 

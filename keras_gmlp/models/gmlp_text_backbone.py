@@ -6,9 +6,8 @@ from keras_hub.src.models.backbone import Backbone
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
-from keras_gmlp.models.batch_chains import chains_fit_the_cores
 from keras_gmlp.models.batch_chains import join_batch
-from keras_gmlp.models.batch_chains import runs_batch_chains
+from keras_gmlp.models.batch_chains import runs_text_chains
 from keras_gmlp.models.batch_chains import split_batch
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
@@ -193,14 +192,13 @@ class GMLPTextBackbone(PortableExport, Backbone):
 
     def call(self, inputs, training=None, mask=None):
         """The functional graph's call; under TensorFlow, in a traced
-        graph whose ops each have their chain's share of the cores
-        (`keras_gmlp.models.batch_chains.chains_fit_the_cores`), the blocks
+        graph whose ops each have their chain's share of the cores, and
+        under JAX, in a step compiled for a CPU
+        (`keras_gmlp.models.batch_chains.runs_text_chains`), the blocks
         run on the two halves of the batch as two independent chains. The
         same layers, the same outputs."""
-        chained = (
-            isinstance(inputs, dict)
-            and runs_batch_chains(inputs["token_ids"])
-            and chains_fit_the_cores()
+        chained = isinstance(inputs, dict) and runs_text_chains(
+            inputs["token_ids"]
         )
         if not chained:
             return super().call(inputs, training=training, mask=mask)

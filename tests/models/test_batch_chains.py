@@ -1,5 +1,5 @@
-"""A backbone's blocks on the halves of the batch under
-TensorFlow (`keras_gmlp.models.batch_chains`)."""
+"""A backbone's blocks on the halves of the batch under TensorFlow and,
+the text backbone's, under JAX (`keras_gmlp.models.batch_chains`)."""
 
 import contextlib
 
@@ -13,6 +13,7 @@ from tests.models.test_gmlp_image_backbone import TINY
 from tests.models.test_gmlp_image_backbone import numpy_backbone
 
 TENSORFLOW = keras.config.backend() == "tensorflow"
+JAX = keras.config.backend() == "jax"
 
 
 def randomized(backbone, seed=0):
@@ -173,11 +174,7 @@ def traced_text(function, batch=None):
 @pytest.fixture
 def cores_shared(monkeypatch):
     """The text backbone's chains on, as where the cores are shared."""
-    from keras_gmlp.models import gmlp_text_backbone
-
-    monkeypatch.setattr(
-        gmlp_text_backbone, "chains_fit_the_cores", lambda: True
-    )
+    monkeypatch.setattr(batch_chains, "chains_fit_the_cores", lambda: True)
 
 
 @pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
@@ -256,3 +253,100 @@ def test_chains_fit_the_cores_when_each_op_has_its_share(
     )
     monkeypatch.setattr(batch_chains, "usable_cores", lambda: cores)
     assert batch_chains.chains_fit_the_cores() == fit
+
+
+def jax_traced_text(function, batch):
+    """`function` of the text inputs of `batch` sequences compiled with
+    `jax.jit`, and how many tensors its trace cut."""
+    import jax
+
+    from keras_gmlp.models import gmlp_text_backbone
+
+    compiled = jax.jit(function)
+    with counted_cuts(gmlp_text_backbone) as cuts:
+        compiled.lower(text_inputs(batch, seed=0))
+    return compiled, len(cuts)
+
+
+@pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
+@pytest.mark.parametrize("config", list(TEXT))
+def test_jax_compiled_text_call_runs_two_chains_with_the_same_outputs(config):
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = randomized(GMLPTextBackbone(**TEXT_TINY, **TEXT[config]))
+    # One sequence runs one chain; an odd batch leaves the parts uneven.
+    for batch, expected_cuts in ((1, 0), (2, 2), (5, 2)):
+        call, cuts = jax_traced_text(
+            lambda inputs: backbone(inputs, training=False), batch
+        )
+        assert cuts == expected_cuts
+        inputs = text_inputs(batch, seed=batch)
+        # Eager, the backbone runs its functional graph.
+        expected = backbone(inputs, training=False)
+        np.testing.assert_allclose(call(inputs), expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
+def test_jax_compiled_text_gradients_match_the_functional_call():
+    import jax
+
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = randomized(GMLPTextBackbone(**TEXT_TINY, attention_dim=4))
+    inputs = text_inputs(3, seed=4)
+    upstream = np.random.default_rng(5).normal(size=(3, 8, 8))
+    trainable = [variable.value for variable in backbone.trainable_variables]
+    others = [variable.value for variable in backbone.non_trainable_variables]
+
+    def loss(trainable, inputs):
+        outputs, _ = backbone.stateless_call(
+            trainable, others, inputs, training=True
+        )
+        return (outputs * upstream).sum()
+
+    def gradients(inputs):
+        return jax.grad(loss)(trainable, inputs)
+
+    chained, cuts = jax_traced_text(gradients, 3)
+    assert cuts == 2
+    # Not compiled, the token ids stay arrays: one chain.
+    expected = gradients(inputs)
+    for got, want in zip(chained(inputs), expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
+def test_jax_keras_compiled_step_runs_two_chains():
+    from keras_gmlp.models import gmlp_text_backbone
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = GMLPTextBackbone(**TEXT_TINY)
+    with counted_cuts(gmlp_text_backbone) as cuts:
+        backbone.predict_on_batch(text_inputs(4, seed=6))
+    assert len(cuts) == 2
+
+
+@pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
+def test_jax_eager_calls_exports_and_other_devices_run_one_chain(monkeypatch):
+    import jax
+
+    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = GMLPTextBackbone(**TEXT_TINY)
+    assert not batch_chains.runs_jax_chains(keras.ops.ones((2, 8)))
+    with portable_ops():
+        _, cuts = jax_traced_text(lambda inputs: backbone(inputs), 2)
+    assert cuts == 0
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    _, cuts = jax_traced_text(lambda inputs: backbone(inputs), 2)
+    assert cuts == 0
+
+
+@pytest.mark.skipif(JAX, reason="the other backends")
+def test_no_jax_chains_under_the_other_backends():
+    assert not batch_chains.runs_jax_chains(keras.ops.ones((2, 8)))
