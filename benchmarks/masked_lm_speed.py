@@ -149,7 +149,11 @@ masked head for both (0.15 x 128 x 8192 = 157 K): FLOPs alone put the
 gMLP at 0.85 of BERT's rate, the "FLOP bound" column. At 512 the spatial
 product grows to 512 x 256 per block and attention to 2 x 512 x 128 per
 layer: 918 K against 618 K, a bound of 0.72 (0.68 against the BERT
-matched at 512, feed-forward 352: 573 K). torch and TensorFlow run at
+matched at 512, feed-forward 352: 573 K). The aMLP (`amlp_tiny`) adds
+a tiny attention to each block, 4 x (128 x 96 + 2n x 32 + 32 x 256)
+multiply-adds a token (115 K at 128, 213 K at 512), and its BERT
+(`bert_amlp`) a feed-forward 160 wider (82 K): a bound of 0.83 at 128
+and 0.63 at 512 against it. torch and TensorFlow run at
 or above the bound on the EPYC; the target (at least BERT's rate at 128,
 ahead from 512) asks the gMLP to beat it, which these matched sizes do
 not allow unless its kernels are more efficient than BERT's. JAX stays
