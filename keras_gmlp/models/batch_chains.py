@@ -73,7 +73,9 @@ def chains_fit_the_cores():
 def runs_jax_chains(inputs):
     """Whether a backbone runs its blocks on `inputs` as `CHAINS` chains
     under JAX: traced (a `jax.jit` step) for a CPU, outside
-    `portable_ops()` (an export), at least `CHAINS` rows in the batch.
+    `portable_ops()` (an export) and a `keras.distribution` (which lays
+    the batch out over its devices already), at least `CHAINS` rows in
+    the batch.
 
     XLA:CPU runs the ready operations of a compiled step side by side on
     its thread pool. The text backbone's blocks on each half of the batch
@@ -87,6 +89,8 @@ def runs_jax_chains(inputs):
     keeps one chain under JAX.
     """
     if keras.config.backend() != "jax" or tracing_portable_ops():
+        return False
+    if keras.distribution.distribution() is not None:
         return False
     import jax
 

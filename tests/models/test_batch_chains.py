@@ -347,6 +347,23 @@ def test_jax_eager_calls_exports_and_other_devices_run_one_chain(monkeypatch):
     assert cuts == 0
 
 
+@pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
+def test_jax_distributed_steps_run_one_chain():
+    # A `keras.distribution` lays the batch out over its devices already.
+    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+
+    backbone = GMLPTextBackbone(**TEXT_TINY)
+    distribution = keras.distribution.DataParallel(
+        devices=keras.distribution.list_devices()
+    )
+    with distribution.scope():
+        _, cuts = jax_traced_text(lambda inputs: backbone(inputs), 2)
+    assert cuts == 0
+    _, cuts = jax_traced_text(lambda inputs: backbone(inputs), 2)
+    assert cuts == 2
+
+
 @pytest.mark.skipif(JAX, reason="the other backends")
 def test_no_jax_chains_under_the_other_backends():
     assert not batch_chains.runs_jax_chains(keras.ops.ones((2, 8)))
