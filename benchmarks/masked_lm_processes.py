@@ -22,7 +22,9 @@ BERT's. `--candidate amlp`: the aMLP (`amlp_tiny`, the same chains and
 shared cores) against `bert_amlp`, the BERT matched to its parameters.
 
 Measured: see `benchmarks/README.md`, "Stop 50"
-(`masked_lm_processes_epyc26_stop50_tensorflow.json`).
+(`masked_lm_processes_epyc26_stop50_tensorflow.json`) and "Stop 51"
+(`masked_lm_processes_epyc26_stop51_tensorflow.json`, 7 rounds;
+`masked_lm_processes_amlp_epyc26_stop51_tensorflow.json`).
 
 Usage:
     KERAS_BACKEND=tensorflow python benchmarks/masked_lm_processes.py \

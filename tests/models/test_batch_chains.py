@@ -40,6 +40,12 @@ def counted_cuts(module):
         module.split_batch = original
 
 
+def assert_all_close(found, expected, tolerance=1e-5):
+    """Each of the arrays `found` close to its own in `expected`."""
+    for got, want in zip(found, expected, strict=True):
+        np.testing.assert_allclose(got, want, atol=tolerance, rtol=tolerance)
+
+
 def traced(function, shape):
     """`function` as a `tf.function` of one float32 tensor of `shape` (a
     `None` batch: one trace for every batch size), and how many times it
@@ -101,9 +107,7 @@ def test_traced_gradients_match_the_functional_call():
     chained, cuts = traced(gradients, (3, 8, 8, 3))
     assert cuts == 1
     # Eager, the backbone runs its functional graph.
-    expected = gradients(images)
-    for got, want in zip(chained(images), expected, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    assert_all_close(chained(images), gradients(images))
 
 
 def test_eager_calls_exports_and_compiled_steps_run_one_chain():
@@ -219,9 +223,7 @@ def test_text_traced_gradients_match_the_functional_call(cores_shared):
 
     chained, cuts = traced_text(gradients, batch=3)
     assert cuts == 2
-    expected = gradients(inputs)
-    for got, want in zip(chained(inputs), expected, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    assert_all_close(chained(inputs), gradients(inputs))
 
 
 @pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
@@ -312,9 +314,7 @@ def test_jax_compiled_text_gradients_match_the_functional_call():
     chained, cuts = jax_traced_text(gradients, 3)
     assert cuts == 2
     # Not compiled, the token ids stay arrays: one chain.
-    expected = gradients(inputs)
-    for got, want in zip(chained(inputs), expected, strict=True):
-        np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    assert_all_close(chained(inputs), gradients(inputs))
 
 
 @pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
