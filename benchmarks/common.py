@@ -1227,18 +1227,25 @@ def configure_threads(threads, share_cores=False):
     return False
 
 
-def build_image_classifier(model_name, image_size, jit_compile, precision):
+def build_image_classifier(
+    model_name, image_size, jit_compile, precision, optimizer=None
+):
     """`keras_gmlp.models.image_classifier(model_name)`, compiled with
-    AdamW and sparse cross-entropy from logits."""
+    `optimizer` and sparse cross-entropy from logits.
+
+    The optimizer defaults to the package's AdamW, `FusedAdamW` (learning
+    rate 1e-3), as the tasks' `compile()` and the training jobs use it;
+    Keras' `AdamW` until stop 52 (`benchmarks/optimizer_graph.py`)."""
     import keras
 
     from keras_gmlp import models
+    from keras_gmlp.training import FusedAdamW
 
     model = models.image_classifier(
         model_name, image_size=image_size, dtype=precision
     )
     model.compile(
-        optimizer=keras.optimizers.AdamW(learning_rate=1e-3),
+        optimizer=optimizer or FusedAdamW(learning_rate=1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=jit_compile,
     )

@@ -172,6 +172,14 @@ under `keras.RematScope(mode="activations")`, whose spatial gating units
 recompute: `keras_gmlp.layers.tensorflow_spatial_gate`);
 `memory_gmlp_*16_224_xeon_amx_batch32_tf_*.json`, `benchmarks/README.md`.
 
+TensorFlow's first steps also held two traces of the training step
+(Keras built the optimizer while tracing it) and Keras' AdamW as about 45
+graph nodes a variable. With the optimizer built before the trace and
+`FusedAdamW` (stop 52, `benchmarks/optimizer_graph.py`; an idle 2-core AMD
+EPYC with AVX-512), first steps / whole process x timm: gMLP-Ti 1.00 /
+1.03 (1.19 / 1.18 before), gMLP-S 0.91 / 0.96 (1.01 / 1.04)
+(`memory_gmlp_*16_224_epyc26_batch32_tf_fused_adamw_stop52.json`).
+
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 --batch-size 8
 Results: benchmarks/results/memory_<model>.json

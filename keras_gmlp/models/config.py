@@ -1,8 +1,7 @@
 """Resolution of a builder's preset and keyword configuration."""
 
-import keras
-
 from keras_gmlp.models.presets import PRESETS
+from keras_gmlp.training.fused_adamw import FusedAdamW
 
 
 def resolve_config(family, defaults, preset=None, **config):
@@ -74,9 +73,10 @@ def task_optimizer(learning_rate, weight_decay=0.01):
         weight_decay: float. Decoupled weight decay. Defaults to `0.01`.
 
     Returns:
-        A `keras.optimizers.AdamW`.
+        A `keras_gmlp.training.fused_adamw.FusedAdamW` (Keras' `AdamW`
+        with TensorFlow's fused update).
     """
-    optimizer = keras.optimizers.AdamW(
+    optimizer = FusedAdamW(
         learning_rate=learning_rate,
         weight_decay=weight_decay,
         global_clipnorm=1.0,

@@ -7,6 +7,7 @@ from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
 from keras_gmlp.layers.xla_functions import portable_ops
 from keras_gmlp.training.allocator import with_ready_inputs
+from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.optimizers import no_decay_variables
 
 # Entries a task adds to its compile config: the trainable variables (by
@@ -83,6 +84,9 @@ class GMLPTask(PortableExport):
       `jit_compile="auto"` (the default) is saved as `"auto"`, so each
       backend resolves it where the file loads (Keras saves the saving
       backend's answer: XLA's True would become `torch.compile`).
+    - Under TensorFlow, the optimizer's variables are made before the
+      training step is traced, not while it is (which traces the step
+      twice; `keras_gmlp.training.optimizers.build_optimizer_before_tracing`).
     - Under JAX with asynchronous dispatch off
       (`keras_gmlp.training.reuse_freed_memory`), each step gets its
       batch already on the device, so that it runs on the calling
@@ -94,6 +98,7 @@ class GMLPTask(PortableExport):
     """
 
     def make_train_function(self, force=False):
+        build_optimizer_before_tracing(self)
         super().make_train_function(force=force)
         return self._step_with_ready_inputs("train_function")
 

@@ -18,9 +18,11 @@ Keras patches (`keras_gmlp.training.keras_patches`):
 Schedules (`keras_gmlp.training.schedules`):
     `warmup_cosine(peak, total_steps, warmup_steps)`,
     `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupLinearDecay`.
-Optimizer (`keras_gmlp.training.optimizers`):
+Optimizer (`keras_gmlp.training.optimizers`, `fused_adamw`):
     `adamw(learning_rate, weight_decay=0.05, global_clipnorm=1.0,
-    model=None)`: global-norm clipping, no decay of biases and norms.
+    model=None)`: global-norm clipping, no decay of biases and norms;
+    `FusedAdamW`, Keras' AdamW with one TensorFlow kernel a variable;
+    `build_optimizer_before_tracing(model)`.
 Callbacks (`keras_gmlp.training.callbacks`):
     `training_callbacks(output_dir, monitor, mode)` -> `(callbacks,
     history)`: BackupAndRestore (crash-safe resume), `PersistentHistory`
@@ -55,7 +57,9 @@ from keras_gmlp.training.distribution import STRATEGIES
 from keras_gmlp.training.distribution import Distribution
 from keras_gmlp.training.distribution import get_distribution
 from keras_gmlp.training.distribution import split_cpu_for_tests
+from keras_gmlp.training.fused_adamw import FusedAdamW
 from keras_gmlp.training.optimizers import adamw
+from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.results import WallClock
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
@@ -76,6 +80,7 @@ from keras_gmlp.training.xla_flags import prefer_wide_vectors
 
 __all__ = [
     "Distribution",
+    "FusedAdamW",
     "ImageClassificationConfig",
     "PersistentHistory",
     "PretrainingConfig",
@@ -85,6 +90,7 @@ __all__ = [
     "WallClock",
     "WarmupLinearDecay",
     "adamw",
+    "build_optimizer_before_tracing",
     "common_parser",
     "config_from_args",
     "configure_run",

@@ -10,6 +10,7 @@ from keras_gmlp.training.callbacks import completed_epochs
 from keras_gmlp.training.callbacks import training_callbacks
 from keras_gmlp.training.distribution import get_distribution
 from keras_gmlp.training.distribution import split_cpu_for_tests
+from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.results import WallClock
 
 
@@ -126,6 +127,7 @@ def fit(
         if skipped:
             print(f"Resuming: skipping the {skipped} batches trained on.")
             train_data = train_data.skip(skipped)
+    build_optimizer_before_tracing(model)
     if distribution is not None:
         train_data = distribution.prepare_dataset(train_data)
         if validation_data is not None:
