@@ -219,7 +219,11 @@ def test_tensorflow_sparse_gradient_equals_dense():
     assert not np.allclose(results[0], table)
 
 
-def test_a_model_trains_as_with_keras_adamw():
+# XLA compiles TensorFlow's fused kernels too; torch.compile is left out.
+@pytest.mark.parametrize(
+    "jit_compile", [False] if BACKEND == "torch" else [False, True]
+)
+def test_a_model_trains_as_with_keras_adamw(jit_compile):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(16, 5)).astype("float32")
     y = rng.normal(size=(16, 2)).astype("float32")
@@ -229,7 +233,11 @@ def test_a_model_trains_as_with_keras_adamw():
         model = keras.Sequential(
             [keras.Input((5,)), keras.layers.Dense(8), keras.layers.Dense(2)]
         )
-        model.compile(optimizer=optimizer_class(1e-2), loss="mse")
+        model.compile(
+            optimizer=optimizer_class(1e-2, weight_decay=0.1),
+            loss="mse",
+            jit_compile=jit_compile,
+        )
         model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
         weights.append([keras.ops.convert_to_numpy(w) for w in model.weights])
     for got, expected in zip(*weights, strict=True):
