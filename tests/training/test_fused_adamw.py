@@ -12,7 +12,6 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp import models
 from keras_gmlp.training.fused_adamw import FusedAdamW
 from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from tests.models.test_gmlp_task import TASKS
@@ -269,26 +268,11 @@ def test_config_round_trip():
     assert restored.get_config() == optimizer.get_config()
 
 
-def test_task_default_optimizers_are_fused():
-    task = models.masked_lm(
-        vocabulary_size=20,
-        sequence_length=6,
-        num_layers=1,
-        hidden_dim=4,
-        ffn_dim=8,
-    )
+@pytest.mark.parametrize("name", TASKS)
+def test_task_default_optimizers_are_fused(name):
+    task, _, _ = task_and_data(name)
     task.compile()
     assert type(task.optimizer) is FusedAdamW
-    classifier = models.image_classifier(
-        num_classes=3,
-        image_size=8,
-        patch_size=4,
-        num_layers=1,
-        hidden_dim=4,
-        ffn_dim=8,
-    )
-    classifier.compile()
-    assert type(classifier.optimizer) is FusedAdamW
 
 
 @pytest.mark.parametrize("name", TASKS)
