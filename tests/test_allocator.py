@@ -198,8 +198,11 @@ print(json.dumps({
 """
 
 
+# End to end (two fresh processes that train, some 40 s): `-m large`. The
+# default suite checks its two halves, `with_ready_inputs` below and the
+# third-run faults above.
 @glibc_only
-@pytest.mark.one_backend("jax")
+@pytest.mark.large
 def test_fit_on_tf_data_reuses_every_steps_buffer():
     default = run_script("jax", script=FIT_STEP_FAULTS)
     reused = run_script("jax", "reuse", script=FIT_STEP_FAULTS)

@@ -64,6 +64,8 @@ def serve_in_plain_tensorflow(exports, tmp_path):
 
 
 def test_exports_serve_the_keras_models_outputs(tmp_path, rng):
+    # One plain TensorFlow process serves the three exports.
+    exports, expected = [], []
     # Images: uint8 in, preprocessing inside, probabilities out.
     image_model = models.image_classifier(
         num_classes=5,
@@ -80,43 +82,59 @@ def test_exports_serve_the_keras_models_outputs(tmp_path, rng):
             unit = layer.spatial_gating_unit
             unit.kernel.assign(rng.normal(size=unit.kernel.shape) * 0.3)
     pixels = rng.integers(0, 256, size=(3, 8, 8, 3), dtype=np.uint8)
-    image_expected = keras.ops.convert_to_numpy(
-        keras.ops.softmax(image_model(pixels.astype("float32") / 127.5 - 1.0))
-    )
     image_dir = export_saved_model(
         image_model,
         str(tmp_path / "images"),
         input_dtype="uint8",
         preprocessing=[keras.layers.Rescaling(1 / 127.5, offset=-1.0)],
     )
-    # Text: int32 token ids in, probabilities out, a fixed sequence length
-    # (the variable one is tested below).
-    text_model = models.text_classifier(
-        num_classes=3,
+    exports.append((image_dir, pixels))
+    expected.append(
+        keras.ops.softmax(image_model(pixels.astype("float32") / 127.5 - 1.0))
+    )
+    # Text: int32 token ids in. The classifier (Toeplitz spatial weights,
+    # probabilities out) at a fixed sequence length; the language model
+    # (a dense spatial weight, causal, logits out) without input_shape, so
+    # that it serves any length up to its sequence_length (under JAX, a
+    # symbolic length bounded by it).
+    config = dict(
         vocabulary_size=20,
         sequence_length=6,
-        num_layers=1,
+        num_layers=2,
         hidden_dim=8,
         ffn_dim=16,
+        attention_dim=4,
     )
-    tokens = rng.integers(1, 20, size=(2, 6)).astype("int32")
-    text_expected = keras.ops.convert_to_numpy(
-        keras.ops.softmax(text_model(tokens))
-    )
-    text_dir = export_saved_model(
-        text_model,
-        str(tmp_path / "text"),
+    classifier = models.text_classifier(**config, num_classes=3)
+    language_model = models.causal_lm(**config, spatial="dense")
+    for model in (classifier, language_model):
+        for weight in model.weights:  # away from the near-zero spatial W
+            weight.assign(rng.normal(0.0, 0.5, weight.shape))
+    classifier_dir = export_saved_model(
+        classifier,
+        str(tmp_path / "classifier"),
         input_shape=(6,),
         input_dtype="int32",
     )
-
-    image_served, text_served = serve_in_plain_tensorflow(
-        [(image_dir, pixels), (text_dir, tokens)], tmp_path
+    tokens = rng.integers(1, 20, size=(2, 6)).astype("int32")
+    exports.append((classifier_dir, tokens))
+    expected.append(keras.ops.softmax(classifier(tokens)))
+    lm_dir = export_saved_model(
+        language_model, str(tmp_path / "lm"), activation=None
     )
-    assert image_served.shape == (3, 5) and image_served.dtype == np.float32
-    np.testing.assert_allclose(image_served.sum(axis=1), 1.0, rtol=1e-5)
-    np.testing.assert_allclose(image_served, image_expected, atol=2e-5)
-    np.testing.assert_allclose(text_served, text_expected, atol=2e-5)
+    for length in (3, 6):
+        tokens = rng.integers(1, 20, size=(2, length)).astype("int32")
+        tokens[1, length - 1 :] = 0  # a padded row
+        exports.append((lm_dir, tokens))
+        expected.append(language_model(tokens))
+
+    served = serve_in_plain_tensorflow(exports, tmp_path)
+    assert served[0].shape == (3, 5) and served[0].dtype == np.float32
+    np.testing.assert_allclose(served[0].sum(axis=1), 1.0, rtol=1e-5)
+    for got, want in zip(served, expected, strict=True):
+        want = keras.ops.convert_to_numpy(want)
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, atol=5e-5)
 
 
 def test_serving_model_defaults_to_the_model_input():
@@ -152,44 +170,6 @@ def test_torch_export_reports_the_subprocess_error(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with pytest.raises(RuntimeError, match="TensorFlow backend failed"):
         export_saved_model(model, str(tmp_path / "x"))
-
-
-def test_text_models_export_without_input_shape(tmp_path, rng):
-    # No input_shape: the SavedModel serves any length up to the models'
-    # sequence_length (under JAX, a symbolic length bounded by it).
-    config = dict(
-        vocabulary_size=20,
-        sequence_length=6,
-        num_layers=2,
-        hidden_dim=8,
-        ffn_dim=16,
-        attention_dim=4,
-    )
-    classifier = models.text_classifier(**config, num_classes=3)
-    language_model = models.causal_lm(**config, spatial="dense")
-    for model in (classifier, language_model):
-        for weight in model.weights:  # away from the near-zero spatial W
-            weight.assign(rng.normal(0.0, 0.5, weight.shape))
-    exports, expected = [], []
-    for name, model, activation in (
-        ("classifier", classifier, "softmax"),
-        ("lm", language_model, None),
-    ):
-        export_dir = export_saved_model(
-            model, str(tmp_path / name), activation=activation
-        )
-        for length in (3, 6):
-            tokens = rng.integers(1, 20, size=(2, length)).astype("int32")
-            tokens[1, length - 1 :] = 0  # a padded row
-            outputs = keras.ops.convert_to_numpy(model(tokens))
-            if activation:
-                outputs = keras.ops.convert_to_numpy(keras.ops.softmax(outputs))
-            exports.append((export_dir, tokens))
-            expected.append(outputs)
-    served = serve_in_plain_tensorflow(exports, tmp_path)
-    for got, want in zip(served, expected, strict=True):
-        assert got.shape == want.shape
-        np.testing.assert_allclose(got, want, atol=5e-5)
 
 
 # === export(): every format ===

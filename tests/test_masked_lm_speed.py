@@ -13,6 +13,8 @@ def trained_metric_names(name):
     return sorted(logs)
 
 
+# The metrics a step reports do not depend on the backend.
+@pytest.mark.one_backend("torch")
 def test_every_model_trains_with_the_same_loss_and_metrics():
     # GMLPMaskedLM.compile adds keras-hub's accuracy unless told otherwise;
     # the BERT wrapper's plain compile did not: the gMLP paid for an

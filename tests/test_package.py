@@ -97,10 +97,13 @@ def test_a_saved_task_needs_the_models_imported(tmp_path):
     assert run_fresh(code).split() == ["loaded"]
 
 
-@pytest.mark.parametrize("module", ["keras_gmlp.layers", "keras_gmlp"])
-def test_layers_need_neither_tensorflow_nor_keras_hub(module):
+@pytest.mark.parametrize("module", ["keras_gmlp", "keras_gmlp.training"])
+def test_layers_and_training_need_neither_tensorflow_nor_keras_hub(module):
     # A plain import in a fresh process: the package imports its layers
-    # (Keras only) and nothing else.
+    # (Keras only) and nothing else; its training pieces (the allocator,
+    # the optimizers, the schedules) import keras-hub's models only when
+    # a function needs them. (`keras_gmlp.layers` runs the package's
+    # `__init__` first: the first case covers it.)
     code = (
         f"import sys, keras, {module}\n"
         "import keras_gmlp.layers\n"

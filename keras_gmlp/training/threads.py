@@ -5,9 +5,6 @@ import warnings
 
 import keras
 
-from keras_gmlp.models.batch_chains import CHAINS
-from keras_gmlp.models.batch_chains import usable_cores
-
 # Set to "0", it turns `share_cores_between_chains` off.
 ENV_VARIABLE = "KERAS_GMLP_SHARE_CORES"
 
@@ -67,6 +64,11 @@ def share_cores_between_chains(cpu_count=None):
     if os.environ.get("TF_NUM_INTRAOP_THREADS"):
         return None
     import tensorflow as tf
+
+    # Imported here: `keras_gmlp.models` imports keras-hub, which
+    # `import keras_gmlp.training` need not load.
+    from keras_gmlp.models.batch_chains import CHAINS
+    from keras_gmlp.models.batch_chains import usable_cores
 
     if tf.config.threading.get_intra_op_parallelism_threads():
         return None

@@ -242,6 +242,11 @@ class GMLPImageClassifierTest(TestCase):
         self.assertEqual(task(keras.ops.zeros((1, 8, 8, 3))).shape, (1, 2))
 
 
+# The task families take turns saving a preset under one backend and
+# loading it in the next (image: tensorflow, masked LM: jax, text
+# classifier: torch); tests/models/test_saving.py loads each model's
+# `.keras` file so under every backend.
+@pytest.mark.one_backend("tensorflow")
 @pytest.mark.parametrize("backend", loading_backends())
 def test_preset_loads_in_a_fresh_process_on_every_backend(tmp_path, backend):
     task = GMLPImageClassifier(

@@ -233,3 +233,26 @@ def test_default_loss_is_keras_hubs_token_mean(name):
     expected = (losses[..., 0] * weights).sum() / weights.size
     value = task.loss(labels, logits, sample_weight=weights)
     assert float(value) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.one_backend("jax")
+@pytest.mark.parametrize("name", ["image_classifier", "masked_lm"])
+def test_steps_get_their_batch_on_the_device_without_async_dispatch(name):
+    # With JAX's asynchronous dispatch off (`reuse_freed_memory`), fit,
+    # evaluate and predict hand each step its batch as ready device
+    # arrays, so that the step runs on the calling thread (`GMLPTask`,
+    # for every task; an array batch and a dict one here).
+    import jax
+
+    task, x, y = task_and_data(name)
+    task.compile(optimizer="sgd")
+    asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    try:
+        task.fit(x, y, batch_size=2, verbose=0)
+        task.evaluate(x, y, batch_size=2, verbose=0)
+        task.predict(x, batch_size=2, verbose=0)
+    finally:
+        jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)
+    for function in ("train_function", "test_function", "predict_function"):
+        assert getattr(getattr(task, function), "waits_for_inputs", False)

@@ -35,7 +35,7 @@ def test_text_preset_parameter_counts_within_one_percent(preset):
     assert abs(count / TEXT_PARAMETERS[preset] - 1.0) < 0.01, count
 
 
-@pytest.mark.one_backend("jax")
+@pytest.mark.one_backend("torch")
 def test_full_spatial_weight_does_not_give_the_paper_count():
     # With a dense n x n W the base model has about 142.6M parameters: the
     # paper's 130M needs the Toeplitz weight.
