@@ -253,7 +253,7 @@ def test_two_device_strategy(corpus, tmp_path):
         strategy = "mirrored"
     else:
         strategy = "data_parallel"
-        env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+        env["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"
     argv = tiny_flags(corpus, tmp_path, "--epochs", "1")
     argv[argv.index("--batch-size") : argv.index("--batch-size") + 2] = []
     argv += ["--strategy", strategy, "--split-cpu", "2"]
