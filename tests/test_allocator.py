@@ -199,8 +199,9 @@ print(json.dumps({
 
 
 # End to end (two fresh processes that train, some 40 s): `-m large`. The
-# default suite checks its two halves, `with_ready_inputs` below and the
-# third-run faults above.
+# default suite checks its parts: `with_ready_inputs` below, every task's
+# steps wrapped in it (tests/models/test_gmlp_task.py) and the third-run
+# faults above.
 @glibc_only
 @pytest.mark.large
 def test_fit_on_tf_data_reuses_every_steps_buffer():
