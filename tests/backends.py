@@ -1,4 +1,7 @@
-"""The backends a fresh-process test loads a saved model in."""
+"""The backends a fresh-process test loads a saved model in, and the XLA
+flags of a test's JAX processes."""
+
+import os
 
 import keras
 import pytest
@@ -47,3 +50,16 @@ def in_turn(values, ids=None):
         )
         for index, (value, case_id) in enumerate(zip(values, ids, strict=True))
     ]
+
+
+def xla_flags(cpu_devices=None):
+    """The tests' `XLA_FLAGS` (tests/conftest.py: LLVM at -O0) for a fresh
+    process, with `cpu_devices` host devices forced, or none forced."""
+    flags = [
+        flag
+        for flag in os.environ["XLA_FLAGS"].split()
+        if not flag.startswith("--xla_force_host_platform_device_count")
+    ]
+    if cpu_devices:
+        flags.append(f"--xla_force_host_platform_device_count={cpu_devices}")
+    return " ".join(flags)

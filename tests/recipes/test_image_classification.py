@@ -16,17 +16,11 @@ from keras_gmlp import cli
 from keras_gmlp.data import image_sources
 from keras_gmlp.data.image_sources import DataError
 from keras_gmlp.workflows import image_classification
+from tests.backends import xla_flags
 
 BACKEND = keras.config.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "image_classification.py")
-# The tests' XLA flags (tests/conftest.py) without a CPU device count: the
-# recipe's processes set their own.
-XLA_FLAGS = " ".join(
-    flag
-    for flag in os.environ["XLA_FLAGS"].split()
-    if not flag.startswith("--xla_force_host_platform_device_count")
-)
 TINY = [
     "--num-layers", "1",
     "--hidden-dim", "16",
@@ -298,9 +292,7 @@ def test_two_device_strategy(tmp_path):
     output_dir = tmp_path / "run"
     run_recipe(
         tiny_digits(output_dir, "--strategy", strategy, "--split-cpu", "2"),
-        env={
-            "XLA_FLAGS": XLA_FLAGS + " --xla_force_host_platform_device_count=2"
-        },
+        env={"XLA_FLAGS": xla_flags(cpu_devices=2)},
     )
     results = read_results(output_dir)
     assert results["distribution"]["strategy"] == strategy
@@ -375,9 +367,8 @@ def test_two_jax_processes_on_localhost(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
     argv += ["--no-tensorboard", "--strategy", "data_parallel"]
-    # One CPU device each: the tests' XLA_FLAGS (tests/conftest.py), no
-    # device count.
-    env = dict(os.environ, XLA_FLAGS=XLA_FLAGS)
+    # One CPU device each.
+    env = dict(os.environ, XLA_FLAGS=xla_flags())
     env.update(
         KERAS_DISTRIBUTION_JOB_ADDRESSES=f"127.0.0.1:{free_port()}",
         KERAS_DISTRIBUTION_NUM_PROCESSES="2",

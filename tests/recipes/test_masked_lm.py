@@ -15,6 +15,7 @@ import tensorflow_datasets as tfds
 from keras_gmlp import cli
 from keras_gmlp.models import GMLPCausalLM
 from keras_gmlp.workflows import pretraining
+from tests.backends import xla_flags
 
 BACKEND = keras.config.backend()
 RECIPE = os.path.join(
@@ -253,7 +254,7 @@ def test_two_device_strategy(corpus, tmp_path):
         strategy = "mirrored"
     else:
         strategy = "data_parallel"
-        env["XLA_FLAGS"] += " --xla_force_host_platform_device_count=2"
+        env["XLA_FLAGS"] = xla_flags(cpu_devices=2)
     argv = tiny_flags(corpus, tmp_path, "--epochs", "1")
     argv[argv.index("--batch-size") : argv.index("--batch-size") + 2] = []
     argv += ["--strategy", strategy, "--split-cpu", "2"]

@@ -8,6 +8,7 @@ import keras
 import pytest
 
 from keras_gmlp.training.distribution import get_distribution
+from tests.backends import xla_flags
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "distributed_fit.py")
 BACKEND = keras.config.backend()
@@ -68,7 +69,7 @@ def test_jax_rejects_tensorflow_strategies():
 @pytest.mark.skipif(BACKEND == "torch", reason="one device on torch")
 def test_two_device_data_parallel_matches_one_device(tmp_path):
     strategy = "mirrored" if BACKEND == "tensorflow" else "data_parallel"
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {"XLA_FLAGS": xla_flags(cpu_devices=2)}
     two = run_script(strategy, tmp_path / "two.json", env)
     one = run_script("none", tmp_path / "one.json")
     assert two["name"] == strategy and two["num_replicas"] == 2
@@ -153,7 +154,7 @@ def test_two_jax_processes_match_two_devices(tmp_path):
     for process in processes:
         log, _ = process.communicate(timeout=300)
         assert process.returncode == 0, log[-4000:]
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    env = {"XLA_FLAGS": xla_flags(cpu_devices=2)}
     two = run_script("data_parallel", tmp_path / "two.json", env)
     for index in range(2):
         result = json.load(open(tmp_path / f"process{index}.json"))
