@@ -51,6 +51,9 @@ no AMX), batch 32, the halves lose in bfloat16
 (Stop 44, the same machine, before the rule was switchable: gMLP-Ti
 1.02 float32, 0.89 and 0.90 bfloat16 in two runs; gMLP-S 1.06 / 0.94.)
 So bfloat16 takes one GELU: 1.00x on the Xeon, 1.06-1.12x faster here.
+On an idle 2-core AMD EPYC of family 25, model 17 (AVX-512, AVX512-BF16,
+no AMX; stop 54, `torch_gate_halves_epyc25_gmlp_ti16_224.json`, 7 rounds)
+gMLP-Ti/16's bfloat16 halves read 0.93 (0.83-1.00): one GELU there too.
 
 Usage:
     KERAS_BACKEND=torch python benchmarks/torch_gate_halves.py --suffix _mine

@@ -81,7 +81,8 @@ def main():
         "takes_onednn_over_tokens",
         {
             BASELINE: lambda *_: False,
-            CANDIDATE: torch_linear.takes_onednn_over_tokens,
+            # The AMD rule whatever the CPU's family.
+            CANDIDATE: torch_linear.takes_onednn,
         },
         ("train", "infer"),
         "torch_token_product",

@@ -79,6 +79,32 @@ def has_avx512(cpuinfo_path="/proc/cpuinfo"):
     return "avx512f" in _first_value(cpuinfo_path, "flags").split()
 
 
+@functools.cache
+def cpu_family(cpuinfo_path="/proc/cpuinfo"):
+    """The CPU's family number (`cpu family` in `cpuinfo_path`; 0 where
+    there is none or the file cannot be read).
+
+    On AMD's, family 26 (Zen 5) runs AVX-512 at its full width, family 25
+    (Zen 4) on two 256-bit halves. torch's token product takes oneDNN
+    from family 26 only (`keras_gmlp.layers.torch_linear
+    .takes_onednn_over_tokens`).
+
+    Args:
+        cpuinfo_path: path of a Linux `/proc/cpuinfo`-format file.
+
+    Returns:
+        int.
+
+    Example:
+
+    >>> from keras_gmlp.layers.cpu_features import cpu_family
+    >>> cpu_family() >= 0
+    True
+    """
+    value = _first_value(cpuinfo_path, "cpu family")
+    return int(value) if value.isdigit() else 0
+
+
 def _first_value(cpuinfo_path, key):
     """The value of the first `key` line of `cpuinfo_path`, stripped; `""`
     where there is none or the file cannot be read."""

@@ -49,6 +49,9 @@ def linear(x, weight, bias=None):
 # multiply-adds than this ran as fast or slower on it (the EPYC above;
 # 2 M: 1.07x, 16 M: 1.94x).
 MIN_MULTIPLY_ADDS = 2**22
+# AMD's family 26 (Zen 5) runs AVX-512 at full width: there oneDNN's
+# token product ran twice MKL's rate (`takes_onednn_over_tokens`).
+ONEDNN_TOKEN_PRODUCT_FAMILY = 26
 
 
 def takes_onednn(a, b, multiply_adds, bias=None):
@@ -143,20 +146,19 @@ def over_tokens(weight, x):
     """`weight @ x` over the token axis, `(n, m)` times `(..., m, c)`: the
     batched matmul of `weight` broadcast over `x`'s leading axes.
 
-    torch runs that batched matmul on MKL, at its slow rate on an AMD CPU
-    (`linear`). Where `takes_onednn_over_tokens` holds this computes it
-    and both of its gradients (`OneDnnTokenProduct`) as one 2-D product
-    on oneDNN: `weight` times `x`'s tokens as rows `(m, ... x c)`, a copy
-    of `x` (`token_rows`); the result is a view of an `(n, ..., c)`
+    torch runs that batched matmul on MKL, at its slow rate on an AMD CPU of
+    family 26 (`linear`). Where `takes_onednn_over_tokens` holds this
+    computes it and both of its gradients (`OneDnnTokenProduct`) as one 2-D
+    product on oneDNN: `weight` times `x`'s tokens as rows `(m, ... x c)`, a
+    copy of `x` (`token_rows`); the result is a view of an `(n, ..., c)`
     buffer. On the family-26 EPYC of `linear` the product of gMLP-Ti/16's
     units at batch 32, `(196, 196)` times `(32, 196, 384)`, ran at 381
-    GFLOP/s so against MKL's batched 202, its weight gradient at 269
-    against 192 (batched and summed); a masked LM's at n = 512, `(512,
-    512)` times `(8, 512, 256)`, at 433 and 442 against 216 and 200.
-    Training steps at batch 32 ran 1.14x (gMLP-Ti/16) and 1.13x
-    (gMLP-S/16) as fast, inference 1.16x and 1.13x
-    (`benchmarks/torch_token_product.py`). The sums are float32's in
-    another order.
+    GFLOP/s so against MKL's batched 202, its weight gradient at 269 against
+    192 (batched and summed); a masked LM's at n = 512, `(512, 512)` times
+    `(8, 512, 256)`, at 433 and 442 against 216 and 200. Training steps at
+    batch 32 ran 1.14x (gMLP-Ti/16) and 1.13x (gMLP-S/16) as fast, inference
+    1.16x and 1.13x (`benchmarks/torch_token_product.py`). The sums are
+    float32's in another order.
 
     Args:
         weight: torch tensor `(n, m)`.
@@ -190,9 +192,19 @@ def over_tokens_gradients(weight, x, upstream):
 def takes_onednn_over_tokens(weight, x, multiply_adds):
     """Whether `over_tokens` and its gradients of `weight` and `x` (or the
     upstream gradient), `multiply_adds` of them, run on oneDNN:
-    `takes_onednn`'s rule (its own function, so that a benchmark can
-    switch the token product alone)."""
-    return takes_onednn(weight, x, multiply_adds)
+    `takes_onednn`'s rule, on an AMD CPU of family 26 or later
+    (`keras_gmlp.layers.cpu_features.cpu_family`).
+
+    On a family-25 EPYC (AVX-512, AVX512-BF16) torch's MKL ran the
+    batched product about as fast as oneDNN's, and the rows' copies
+    (`token_rows`) cost more than that: gMLP-Ti/16 at batch 32, oneDNN x
+    MKL, float32 training 0.92 and 0.98, inference 0.96 and 0.95 in two
+    runs (`benchmarks/torch_token_product.py`, against 1.13-1.16 on
+    family 26)."""
+    return (
+        takes_onednn(weight, x, multiply_adds)
+        and cpu_features.cpu_family() >= ONEDNN_TOKEN_PRODUCT_FAMILY
+    )
 
 
 def token_rows(x):

@@ -1,22 +1,26 @@
 """`keras_gmlp.layers.cpu_features`: what it reads of the CPU."""
 
+from keras_gmlp.layers.cpu_features import cpu_family
 from keras_gmlp.layers.cpu_features import has_amx
 from keras_gmlp.layers.cpu_features import has_avx512
 from keras_gmlp.layers.cpu_features import is_amd
 
 XEON = """processor	: 0
 vendor_id	: GenuineIntel
+cpu family	: 6
 model name	: Intel(R) Xeon(R) Processor
 flags		: fpu fma avx2 avx512f avx512_bf16 amx_bf16 amx_tile amx_int8
 """
 EPYC = """processor	: 0
 vendor_id	: AuthenticAMD
+cpu family	: 26
 model name	: AMD EPYC
 flags		: fpu fma avx2 avx512f avx512_vnni avx512_bf16
 """
 # AMX's tiles for int8 only, and a flag that only contains the name.
 INT8_ONLY = """processor	: 0
 vendor_id	: AuthenticAMDish
+cpu family	: 25x
 flags		: fpu avx512f amx_tile amx_int8 not_amx_bf16
 """
 ARM = """processor	: 0
@@ -25,6 +29,7 @@ Features	: fp asimd evtstrm aes pmull sha1 sha2 crc32
 # AVX-512's extensions without its foundation's own flag.
 AVX2 = """processor	: 0
 vendor_id	: AuthenticAMD
+cpu family	: 25
 flags		: fpu fma avx2 avx512_bf16x avx_vnni
 """
 
@@ -79,7 +84,19 @@ def test_the_vendor_is_read_from_its_line(tmp_path):
     }
 
 
+def test_the_family_is_read_from_its_line(tmp_path):
+    # A malformed family reads as none.
+    assert answers(cpu_family, tmp_path) == {
+        "xeon": 6,
+        "epyc": 26,
+        "int8": 0,
+        "arm": 0,
+        "avx2": 25,
+    }
+
+
 def test_an_unreadable_cpuinfo_has_no_amx(tmp_path):
     assert has_amx(str(tmp_path / "missing")) is False
     assert is_amd(str(tmp_path / "missing")) is False
     assert has_avx512(str(tmp_path / "missing")) is False
+    assert cpu_family(str(tmp_path / "missing")) == 0

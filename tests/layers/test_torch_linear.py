@@ -116,6 +116,7 @@ def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
     from keras_gmlp.layers.torch_linear import over_tokens
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    monkeypatch.setattr(cpu_features, "cpu_family", lambda: 26)
     weight = leaf(rng, (64, 64))
     channels = MIN_MULTIPLY_ADDS // (64 * 64 * 4)
     taken = {
@@ -127,6 +128,27 @@ def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
     weight, x = leaf(rng, (64, 64), "bfloat16"), leaf(rng, (4, 64, channels))
     halves = over_tokens(weight, x.to(weight.dtype))
     assert "OneDnnTokenProduct" not in type(halves.grad_fn).__name__
+
+
+@pytest.mark.parametrize("family", [25, 26, 27])
+def test_token_products_take_onednn_from_amds_family_26(
+    family, monkeypatch, rng
+):
+    # Family 25 (Zen 4): MKL's batched product was as fast, without the
+    # rows' copies. Its linear products still take oneDNN.
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.layers.torch_linear import over_tokens
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    monkeypatch.setattr(cpu_features, "cpu_family", lambda: family)
+    weight = leaf(rng, (64, 64))
+    x = leaf(rng, (4, 64, MIN_MULTIPLY_ADDS // (64 * 64 * 4)))
+    taken = type(over_tokens(weight, x).grad_fn).__name__
+    assert ("OneDnnTokenProduct" in taken) == (family >= 26)
+    rows = leaf(rng, (MIN_MULTIPLY_ADDS // 64, 64))
+    assert "OneDnnLinear" in type(linear(rows, weight).grad_fn).__name__
 
 
 def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
