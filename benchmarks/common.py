@@ -393,7 +393,10 @@ def worker_report(script, form, measure, steps, env):
     command += ["--measure", measure, "--steps", str(steps)]
     result = subprocess.run(command, env=env, capture_output=True, text=True)
     if result.returncode:
-        raise RuntimeError(f"{form} {measure}: {result.stderr[-2000:]}")
+        raise RuntimeError(
+            f"{form} {measure}: exit status {result.returncode}: "
+            f"{result.stderr[-2000:]}"
+        )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
