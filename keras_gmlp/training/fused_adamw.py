@@ -201,8 +201,11 @@ class FusedAdamW(keras.optimizers.AdamW):
                 continue
             value = variable.value
             index = self._get_variable_index(variable)
-            key = (decay if self._use_weight_decay(variable) else 0.0,)
-            key += (value.device, value.dtype)
+            key = (
+                decay if self._use_weight_decay(variable) else 0.0,
+                value.device,
+                value.dtype,
+            )
             values, gradients, momentums, velocities = groups.setdefault(
                 key, ([], [], [], [])
             )

@@ -197,7 +197,7 @@ def test_tensorflow_update_is_one_kernel_a_variable(amsgrad):
     assert sum(ops.values()) < 15 * len(variables) + 30, ops
 
 
-def torch_ops_of_one_update(variable_count, amsgrad=False):
+def torch_ops_of_one_update(variable_count):
     """The aten ops one `FusedAdamW.apply` dispatches under torch, for
     `variable_count` small variables (every third exempt from decay)."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -216,7 +216,7 @@ def torch_ops_of_one_update(variable_count, amsgrad=False):
         keras.Variable(rng.normal(size=(4, 3)).astype("float32"), name=f"w{i}")
         for i in range(variable_count)
     ]
-    optimizer = FusedAdamW(1e-3, weight_decay=0.1, amsgrad=amsgrad)
+    optimizer = FusedAdamW(1e-3, weight_decay=0.1)
     optimizer.exclude_from_weight_decay(
         var_names=[f"w{i}" for i in range(0, variable_count, 3)]
     )
