@@ -386,18 +386,46 @@ def median_step_seconds(step, steps):
     return median(times)
 
 
-def worker_report(script, form, measure, steps, env):
+def worker_report(
+    script, form, measure, steps, env, restarts=1, restarted=None
+):
     """The last JSON line a fresh `python script --worker form --measure
-    measure --steps steps` printed, run in `env`."""
+    measure --steps steps` printed, run in `env`.
+
+    A worker killed by a signal (a negative exit status: keras-hub's BERT
+    under TensorFlow died of a segmentation fault in about one of 30
+    workers on an AMD EPYC of family 25, stop 54) is started again, up to
+    `restarts` times, each restart appended to `restarted` (a list) as
+    `{"form", "measure", "exit_status"}` and told on stderr; one that
+    exits with an error status is not (it would fail again). Raises
+    `RuntimeError` with the exit status and the end of stderr when the
+    last run fails.
+    """
     command = [sys.executable, os.path.abspath(script), "--worker", form]
     command += ["--measure", measure, "--steps", str(steps)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True)
+    for attempt in range(restarts + 1):
+        result = subprocess.run(
+            command, env=env, capture_output=True, text=True
+        )
+        if result.returncode >= 0 or attempt == restarts:
+            break
+        restart = dict(
+            form=form, measure=measure, exit_status=result.returncode
+        )
+        if restarted is not None:
+            restarted.append(restart)
+        print(f"worker restarted: {restart}", file=sys.stderr, flush=True)
     if result.returncode:
         raise RuntimeError(
             f"{form} {measure}: exit status {result.returncode}: "
             f"{result.stderr[-2000:]}"
         )
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# The workers `threads_process` started again after a signal killed them
+# (`worker_report`), written with a `process_ab_main` run's results.
+RESTARTED_WORKERS = []
 
 
 def threads_worker(measure, share_cores, steps):
@@ -425,7 +453,9 @@ def threads_process(script, form, measure, steps, share_cores):
     env = dict(os.environ)
     if not share_cores:
         env["KERAS_GMLP_SHARE_CORES"] = "0"
-    report = worker_report(script, form, measure, steps, env)
+    report = worker_report(
+        script, form, measure, steps, env, restarted=RESTARTED_WORKERS
+    )
     if (report["intra_op_threads"] != 0) != share_cores:
         raise RuntimeError(
             f"{form} {measure}: the process ran with "
@@ -524,7 +554,14 @@ def process_ab_main(
     columns = process_ab_columns(baseline, candidate)
     named = "" if candidate == forms[1] else f"_{candidate}"
     results = f"{name}{named}{args.suffix}_{run['backend']}"
-    finish_report(run, rows, columns, results, arguments=vars(args))
+    finish_report(
+        run,
+        rows,
+        columns,
+        results,
+        arguments=vars(args),
+        restarted_workers=RESTARTED_WORKERS,
+    )
 
 
 def ab_columns(baseline_name, candidate_name):

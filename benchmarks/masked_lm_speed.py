@@ -220,23 +220,19 @@ def recipe_config(preset, length, flags):
 def build(name, preset, length, vocabulary_size):
     """`(training_model, description)` of one model at one length (the
     BERT matched by the recipe to the gMLP at `length`)."""
-    import keras
-
-    from keras_gmlp.training.text_metrics import language_model_loss
-    from keras_gmlp.training.text_metrics import language_model_metrics
+    from keras_gmlp.training.schedules import warmup_linear
     from keras_gmlp.workflows import pretraining
 
     config = recipe_config(preset, length, MODELS[name])
     training_model, _, description = pretraining.build_models(
         config, vocabulary_size
     )
-    # Every model the same loss and weighted metrics, the recipe's: the
-    # gMLP task's own `compile` would add keras-hub's accuracy by default.
-    training_model.compile(
-        optimizer=keras.optimizers.AdamW(1e-4),
-        loss=language_model_loss(),
-        weighted_metrics=language_model_metrics("masked"),
-    )
+    # Every model compiled as the pretraining job compiles it: the recipe's
+    # AdamW (fused, clipped, on a warm-up schedule), loss and weighted
+    # metrics (the gMLP task's own `compile` would add keras-hub's accuracy
+    # by default). Until stop 55, Keras' AdamW without clipping.
+    schedule = warmup_linear(1e-4, total_steps=10_000, warmup_steps=1_000)
+    pretraining.compile_model(training_model, config, schedule)
     return training_model, description
 
 

@@ -73,7 +73,9 @@ def timed_process(form, measure, steps):
     env = dict(os.environ)
     if form == BASELINE:
         env["KERAS_GMLP_WIDE_VECTORS"] = "0"
-    report = common.worker_report(__file__, form, measure, steps, env)
+    report = common.worker_report(
+        __file__, form, measure, steps, env, restarted=common.RESTARTED_WORKERS
+    )
     if report["wide"] != (form == CANDIDATE):
         raise RuntimeError(
             f"{form} {measure}: the process ran with XLA_FLAGS="

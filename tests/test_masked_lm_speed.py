@@ -25,6 +25,26 @@ def test_every_model_trains_with_the_same_loss_and_metrics():
 
 
 @pytest.mark.one_backend("torch")
+@pytest.mark.parametrize("name", ["gmlp", "bert"])
+def test_every_model_trains_with_the_recipe_optimizer(name):
+    # Until stop 55 the benchmark compiled Keras' AdamW without clipping,
+    # where the pretraining job compiles the recipe's: the fused AdamW
+    # (torch's fused kernel under torch), global-norm clipping and the
+    # biases and normalisation variables exempt from weight decay.
+    from keras_gmlp.training.fused_adamw import FusedAdamW
+
+    config = masked_lm_speed.recipe_config("gmlp_tiny", 16, [])
+    model, _ = masked_lm_speed.build(name, "gmlp_tiny", 16, 64)
+    optimizer = model.optimizer
+    assert isinstance(optimizer, FusedAdamW)
+    assert optimizer.global_clipnorm == config.clipnorm
+    assert optimizer.weight_decay == config.weight_decay
+    assert optimizer.epsilon == 1e-6
+    biases = [v for v in model.trainable_variables if v.name == "bias"]
+    assert biases and not any(map(optimizer._use_weight_decay, biases))
+
+
+@pytest.mark.one_backend("torch")
 def test_the_bert_is_matched_at_every_length(monkeypatch):
     """BERT's parameters grow with n (its position embedding, n x hidden):
     a BERT matched once at the first length and kept has about 3 % more
