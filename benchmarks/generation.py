@@ -96,6 +96,26 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   (`generation_epyc_<backend>.json`): jax 18.4x (cached 3,270 tokens/s
   against 178), tensorflow 9.3x (853 against 92). Recomputing runs
   faster on this EPYC than on the Xeon, hence the smaller ratios.
+- On an idle 2-core AMD EPYC of family 25 (stop 55), torch: 4.21x at
+  512 tokens (cached 273 tokens/s against 65;
+  `generation_epyc25_stop55_torch.json`). A torch profile of one
+  `generate()` (384 new tokens, 1.46 s): the tied logits, `(1, 128) x
+  (128, 8192)` on MKL, 0.72 ms a token (the 4 MiB weight read from
+  memory on one thread: 0.76 ms with it out of the CPU's caches, 0.12 ms
+  in them, in scratch), and a `(1, 512, 256)` copy a block a token, 0.53
+  ms: Keras' torch `slice_update` clones the cache it writes. Now the
+  causal LM's decoding loops write their caches in place
+  (`keras_gmlp.layers.decoding_cache`; 1.13x per `generate()` for
+  `gmlp_tiny`, 0.99-1.20, 1.24x for `amlp_tiny`, 0.96-1.52, 7
+  interleaved rounds in one process, same tokens), and a product of a
+  few rows by a weight of at least 2^18 elements takes oneDNN, which
+  reads it on both cores (`torch_linear.MIN_WEIGHT_ELEMENTS`; 1.20x,
+  0.75-1.35, same tokens). After both, 5 rounds
+  (`generation_epyc25_cache_in_place_stop55_torch.json`): **6.31x**
+  (cached 374 tokens/s against 59); aMLP **5.75x** (313 against 55,
+  `generation_amlp_epyc25_cache_in_place_stop55_torch.json`). JAX and
+  TensorFlow there, before (their compiled loops write in place
+  already): 18.3x and 6.47x (`generation_epyc25_stop55_<backend>.json`).
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 

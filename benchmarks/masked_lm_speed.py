@@ -24,10 +24,17 @@ in the same rounds:
   (all the n = 2048 figures) were matched at it.
 
 Every model takes the same batch of `--batch-tokens` tokens (batch =
-batch_tokens / n), 15 % of them masked, AdamW, the recipe's loss
-(`language_model_loss`: token cross-entropy from logits) and weighted
-metrics (`language_model_metrics`: accuracy and perplexity),
-`model.train_on_batch` with Keras' default `jit_compile`.
+batch_tokens / n), 15 % of them masked, and is compiled as the
+pretraining job compiles it (`pretraining.compile_model`): the recipe's
+AdamW (`FusedAdamW`: torch's fused kernel under torch, one kernel a
+variable under TensorFlow; global-norm clipping at 1.0; biases and
+normalisation variables exempt from weight decay) on a warm-up schedule,
+the recipe's loss (`language_model_loss`: token cross-entropy from
+logits) and weighted metrics (`language_model_metrics`: accuracy and
+perplexity), `model.train_on_batch` with the job's `jit_compile`
+(Keras' default). Until stop 55 every model here trained with Keras'
+`AdamW(1e-4)` instead, unclipped: every figure below before the stop-55
+note was measured that way.
 
 A correction: until this note the gMLP (a `GMLPMaskedLM`, whose
 `compile` adds keras-hub's accuracy by default) trained with an accuracy

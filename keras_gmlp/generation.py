@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_gmlp.layers.decoding_cache import owned_caches
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
@@ -264,20 +265,23 @@ class _Decoder:
         """The cache after the causal pass over the buffer `tokens`."""
         batch, length = tokens.shape
         cache = tuple(block.empty_cache(batch, length) for block in self.blocks)
-        _, cache = _no_grad(
-            self._forward, tokens, cache, 0, self._padding_mask(tokens)
-        )
+        with owned_caches():
+            _, cache = _no_grad(
+                self._forward, tokens, cache, 0, self._padding_mask(tokens)
+            )
         return cache
 
     def step(self, tokens, cache, index):
         """Logits `(batch, vocabulary)` after position `index` of each
-        row of the buffer `tokens`, and the updated cache."""
-        logits, cache = self.compiled(
-            tokens,
-            cache,
-            np.array(index, "int32"),
-            self._padding_mask(tokens),
-        )
+        row of the buffer `tokens`, and the updated cache (under eager
+        torch, `cache` written in place: `generate` passes each on once)."""
+        with owned_caches():
+            logits, cache = self.compiled(
+                tokens,
+                cache,
+                np.array(index, "int32"),
+                self._padding_mask(tokens),
+            )
         return ops.convert_to_numpy(logits), cache
 
 

@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_gmlp.layers import cpu_features
 from keras_gmlp.layers.bias_add import bias_add
+from keras_gmlp.layers.decoding_cache import write_cache
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gelu import _KERAS_GELU
 from keras_gmlp.layers.gelu import biased_gelu
@@ -1041,7 +1042,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         if attention is not None:
             attention = ops.cast(attention, self.compute_dtype)
         start = cache_index(cache_update_index)
-        cache = ops.slice_update(cache, [0, start, 0], ops.cast(v, cache.dtype))
+        cache = write_cache(cache, [0, start, 0], ops.cast(v, cache.dtype))
         if is_static(start) and start == 0:
             v = self._mix(v, length, True)
         else:

@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.decoding_cache import write_cache
 from keras_gmlp.layers.dense import Dense
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
@@ -200,7 +201,7 @@ class TinyAttention(keras.layers.Layer):
                 query, key, value, cache, start, padding_mask
             )
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-        cache = ops.slice_update(cache, [0, 0, start, 0], update)
+        cache = write_cache(cache, [0, 0, start, 0], update)
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
         allowed = columns[None, :] <= rows[:, None]
@@ -211,7 +212,8 @@ class TinyAttention(keras.layers.Layer):
 
     def _torch_decoded(self, query, key, value, cache, index, padding_mask):
         """One decoded position `index` under eager torch: its key and
-        value written into a copy of the cache, its query attending to the
+        value written into the cache (`write_cache`: in place within
+        `decoding_cache.owned_caches`), its query attending to the
         `index + 1` cached keys it sees (no causal mask, the later
         positions never read), in torch's ops, not Keras'. A compiled loop
         (JAX, TensorFlow) needs shapes that do not change with `index`;
@@ -223,9 +225,8 @@ class TinyAttention(keras.layers.Layer):
         one `generate()`: 1.08x (`direct_call`), then 1.20x."""
         import torch
 
-        cache = cache.clone()
-        cache[:, 0, index] = key[:, 0].to(cache.dtype)
-        cache[:, 1, index] = value[:, 0].to(cache.dtype)
+        update = torch.stack([key, value], dim=1).to(cache.dtype)
+        cache = write_cache(cache, [0, 0, index, 0], update)
         seen = cache[:, :, : index + 1]
         if padding_mask is not None:
             padding_mask = torch.as_tensor(padding_mask)[:, : index + 1]

@@ -27,7 +27,10 @@ def linear(x, weight, bias=None):
     projections so, float32 training steps at batch 32 there ran 1.29x
     (gMLP-Ti/16) and 1.53x (gMLP-S/16) as fast, inference 1.34x and
     1.56x (`benchmarks/torch_linear.py`). Products of fewer than
-    `MIN_MULTIPLY_ADDS` keep MKL. The sums are float32's in
+    `MIN_MULTIPLY_ADDS` keep MKL, unless `weight` has at least
+    `MIN_WEIGHT_ELEMENTS` (a product of a few rows is bound by reading
+    the weight, which MKL does on one thread: see there). The sums are
+    float32's in
     another order. An Intel CPU keeps MKL, fast there (389-391 GFLOP/s on
     a 2-core Xeon with AMX; oneDNN not measured there). Elsewhere it is
     `torch.nn.functional.linear`.
@@ -40,7 +43,8 @@ def linear(x, weight, bias=None):
     Returns:
         Torch tensor `(..., out)`.
     """
-    if takes_onednn(x, weight, x.numel() * weight.shape[0], bias):
+    multiply_adds = x.numel() * weight.shape[0]
+    if takes_onednn(x, weight, multiply_adds, bias, weight.numel()):
         return OneDnnLinear.apply(x, weight, bias)
     return torch.nn.functional.linear(x, weight, bias)
 
@@ -49,15 +53,23 @@ def linear(x, weight, bias=None):
 # multiply-adds than this ran as fast or slower on it (the EPYC above;
 # 2 M: 1.07x, 16 M: 1.94x).
 MIN_MULTIPLY_ADDS = 2**22
+# A product of a few rows by a large weight reads the weight from memory:
+# MKL does so on one thread, oneDNN on all. One row times weights of
+# 0.25 M / 1 M float32 elements, MKL's time over oneDNN's, on an idle
+# 2-core AMD EPYC of family 25: 1.24x / 1.39-2.29x with the weight out of
+# the CPU's caches, 1.08x / 1.42-2.30x in them (0.12 M: 0.81x / 0.64x).
+# `gmlp_tiny`'s decoded token's logits, `(1, 128) x (128, 8192)`, are one.
+MIN_WEIGHT_ELEMENTS = 2**18
 # AMD's family 26 (Zen 5) runs AVX-512 at full width: there oneDNN's
 # token product ran twice MKL's rate (`takes_onednn_over_tokens`).
 ONEDNN_TOKEN_PRODUCT_FAMILY = 26
 
 
-def takes_onednn(a, b, multiply_adds, bias=None):
+def takes_onednn(a, b, multiply_adds, bias=None, weight_elements=0):
     """Whether a product of `a` and `b` (`multiply_adds` of them, and
-    `bias`) runs on oneDNN: float32 operands, at least
-    `MIN_MULTIPLY_ADDS`, on an AMD CPU
+    `bias`; `b` a weight of `weight_elements`) runs on oneDNN: float32
+    operands, at least `MIN_MULTIPLY_ADDS` or `MIN_WEIGHT_ELEMENTS`, on
+    an AMD CPU
     (`keras_gmlp.layers.cpu_features.is_amd`), with torch's oneDNN linear
     available, outside `torch.compile`, `torch.export`, tracing and
     `keras_gmlp.layers.xla_functions.portable_ops()` (which see the
@@ -66,7 +78,10 @@ def takes_onednn(a, b, multiply_adds, bias=None):
         a.dtype == torch.float32
         and b.dtype == torch.float32
         and (bias is None or bias.dtype == torch.float32)
-        and multiply_adds >= MIN_MULTIPLY_ADDS
+        and (
+            multiply_adds >= MIN_MULTIPLY_ADDS
+            or weight_elements >= MIN_WEIGHT_ELEMENTS
+        )
         and a.device.type == "cpu"
         and cpu_features.is_amd()
         and _has_onednn_linear()
@@ -91,7 +106,8 @@ def _onednn(a, b, bias=None):
 def input_gradient(upstream, weight):
     """`upstream @ weight`, `linear`'s input gradient for `upstream`
     `(..., out)`, on oneDNN where `takes_onednn`."""
-    if not takes_onednn(upstream, weight, upstream.numel() * weight.shape[1]):
+    multiply_adds = upstream.numel() * weight.shape[1]
+    if not takes_onednn(upstream, weight, multiply_adds, None, weight.numel()):
         return upstream @ weight
     rows = upstream.reshape(-1, upstream.shape[-1])
     return _onednn(rows, weight.t()).reshape(

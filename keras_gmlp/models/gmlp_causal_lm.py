@@ -3,6 +3,7 @@ from keras import ops
 from keras_hub.src.models.causal_lm import CausalLM
 from keras_hub.src.utils.tensor_utils import any_equal
 
+from keras_gmlp.layers.decoding_cache import owned_caches
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
 from keras_gmlp.models.config import task_optimizer
@@ -203,6 +204,12 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             A dict of `"token_ids"` and `"padding_mask"`, the mask `False`
             after each row's stop token.
         """
+        # Every sampler threads the caches made here from one step to the
+        # next: under eager torch they are written in place.
+        with owned_caches():
+            return self._sampled_tokens(inputs, stop_token_ids)
+
+    def _sampled_tokens(self, inputs, stop_token_ids):
         token_ids = ops.convert_to_tensor(inputs["token_ids"], "int32")
         padding_mask = ops.convert_to_tensor(inputs["padding_mask"])
         hidden_states, cache = self._build_cache(token_ids)

@@ -167,6 +167,37 @@ def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
     assert "OneDnnLinear" in taken[rows]
 
 
+def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
+    """A decoded token's logits, one row by a vocabulary's weight, are
+    bound by reading the weight: oneDNN reads it on every thread."""
+    import torch
+
+    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.layers.torch_linear import MIN_WEIGHT_ELEMENTS
+    from keras_gmlp.layers.torch_linear import input_gradient
+    from keras_gmlp.layers.torch_linear import linear
+
+    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
+    row = leaf(rng, (1, 1, 128))
+    taken = {}
+    for outputs in (MIN_WEIGHT_ELEMENTS // 128 - 1, MIN_WEIGHT_ELEMENTS // 128):
+        weight = leaf(rng, (outputs, 128))
+        logits = linear(row, weight)
+        taken[outputs] = type(logits.grad_fn).__name__
+        expected = wide(row) @ wide(weight).T
+        np.testing.assert_allclose(wide(logits), expected, rtol=1e-5, atol=1e-4)
+    assert "OneDnnLinear" not in taken[MIN_WEIGHT_ELEMENTS // 128 - 1]
+    assert "OneDnnLinear" in taken[MIN_WEIGHT_ELEMENTS // 128]
+    # Its input gradient reads the same weight.
+    upstream = torch.tensor(rng.normal(size=(1, outputs)), dtype=torch.float32)
+    np.testing.assert_allclose(
+        wide(input_gradient(upstream, weight)),
+        wide(upstream) @ wide(weight),
+        rtol=1e-5,
+        atol=1e-4,
+    )
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
 def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
     from keras_gmlp.layers import cpu_features
