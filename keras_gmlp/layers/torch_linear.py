@@ -78,6 +78,7 @@ def takes_onednn(a, b, multiply_adds, bias=None, weight_elements=0):
         a.dtype == torch.float32
         and b.dtype == torch.float32
         and (bias is None or bias.dtype == torch.float32)
+        and multiply_adds > 0
         and (
             multiply_adds >= MIN_MULTIPLY_ADDS
             or weight_elements >= MIN_WEIGHT_ELEMENTS

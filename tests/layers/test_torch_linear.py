@@ -188,6 +188,10 @@ def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
         np.testing.assert_allclose(wide(logits), expected, rtol=1e-5, atol=1e-4)
     assert "OneDnnLinear" not in taken[MIN_WEIGHT_ELEMENTS // 128 - 1]
     assert "OneDnnLinear" in taken[MIN_WEIGHT_ELEMENTS // 128]
+    # No rows: torch's own linear, whatever the weight.
+    empty = linear(leaf(rng, (0, 128)), weight)
+    assert "OneDnnLinear" not in type(empty.grad_fn).__name__
+    assert tuple(empty.shape) == (0, outputs)
     # Its input gradient reads the same weight.
     upstream = torch.tensor(rng.normal(size=(1, outputs)), dtype=torch.float32)
     np.testing.assert_allclose(
