@@ -114,8 +114,8 @@ other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
   (`generation_epyc25_cache_in_place_stop55_torch.json`): **6.31x**
   (cached 374 tokens/s against 59); aMLP **5.75x** (313 against 55,
   `generation_amlp_epyc25_cache_in_place_stop55_torch.json`). JAX and
-  TensorFlow there, before (their compiled loops write in place
-  already): 18.3x and 6.47x (`generation_epyc25_stop55_<backend>.json`).
+  TensorFlow there (their steps compiled whole, unchanged): 18.3x and
+  6.47x (`generation_epyc25_stop55_<backend>.json`).
 - The prompt's prefill is the same full causal pass in both variants
   (by FFT for long Toeplitz prompts), paid once per `generate()` call.
 
