@@ -9,7 +9,8 @@ import pytest
 import keras_gmlp
 
 RECIPE_OBJECTS = (
-    "WarmupLinearDecay",  # schedules of the recipes' optimizers
+    "WarmupCosineDecay",  # schedules of the recipes' optimizers
+    "WarmupLinearDecay",
     "GatherPositions",  # the masked-LM training model
     "BertInputs",
     "Perplexity",  # the language models' metric

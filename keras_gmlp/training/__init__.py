@@ -17,7 +17,8 @@ Keras patches (`keras_gmlp.training.keras_patches`):
     the Keras versions that need them.
 Schedules (`keras_gmlp.training.schedules`):
     `warmup_cosine(peak, total_steps, warmup_steps)`,
-    `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupLinearDecay`.
+    `warmup_linear(peak, total_steps, warmup_steps)`, `WarmupCosineDecay`,
+    `WarmupLinearDecay`.
 Optimizer (`keras_gmlp.training.optimizers`, `fused_adamw`):
     `adamw(learning_rate, weight_decay=0.05, global_clipnorm=1.0,
     model=None)`: global-norm clipping, no decay of biases and norms;
@@ -69,6 +70,7 @@ from keras_gmlp.training.run_config import TrainingConfig
 from keras_gmlp.training.run_config import global_batch_size
 from keras_gmlp.training.run_config import scaled_learning_rate
 from keras_gmlp.training.run_config import warmup_steps
+from keras_gmlp.training.schedules import WarmupCosineDecay
 from keras_gmlp.training.schedules import WarmupLinearDecay
 from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.training.schedules import warmup_linear
@@ -88,6 +90,7 @@ __all__ = [
     "TextClassificationConfig",
     "TrainingConfig",
     "WallClock",
+    "WarmupCosineDecay",
     "WarmupLinearDecay",
     "adamw",
     "build_optimizer_before_tracing",

@@ -1,13 +1,14 @@
 """Learning-rate schedules of the recipes: warmup then cosine or linear."""
 
+import math
+
 import keras
 
 
 def warmup_cosine(peak_learning_rate, total_steps, warmup_steps, alpha=0.0):
     """Linear warmup from 0 to `peak_learning_rate`, then cosine decay.
 
-    The image recipe's schedule (the paper: cosine decay after a warmup),
-    as Keras' own `CosineDecay(warmup_target=..., warmup_steps=...)`.
+    The image recipe's schedule (the paper: cosine decay after a warmup).
 
     Args:
         peak_learning_rate: float. Learning rate at the end of warmup.
@@ -17,7 +18,7 @@ def warmup_cosine(peak_learning_rate, total_steps, warmup_steps, alpha=0.0):
             Defaults to `0.0`.
 
     Returns:
-        A `keras.optimizers.schedules.CosineDecay`.
+        A `WarmupCosineDecay`.
 
     Example:
 
@@ -27,16 +28,8 @@ def warmup_cosine(peak_learning_rate, total_steps, warmup_steps, alpha=0.0):
     0.001
     """
     _check_steps(total_steps, warmup_steps)
-    if warmup_steps == 0:
-        return keras.optimizers.schedules.CosineDecay(
-            peak_learning_rate, decay_steps=total_steps, alpha=alpha
-        )
-    return keras.optimizers.schedules.CosineDecay(
-        initial_learning_rate=0.0,
-        decay_steps=max(total_steps - warmup_steps, 1),
-        alpha=alpha,
-        warmup_target=peak_learning_rate,
-        warmup_steps=warmup_steps,
+    return WarmupCosineDecay(
+        peak_learning_rate, total_steps, warmup_steps, alpha
     )
 
 
@@ -111,6 +104,54 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
             "total_steps": self.total_steps,
             "warmup_steps": self.warmup_steps,
             "end_learning_rate": self.end_learning_rate,
+        }
+
+
+@keras.saving.register_keras_serializable(package="keras_gmlp")
+class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup to a peak, then cosine decay to `alpha` times it.
+
+    The values of Keras' `CosineDecay(0.0, total_steps - warmup_steps,
+    alpha, warmup_target=peak_learning_rate, warmup_steps=warmup_steps)`,
+    with `ops.where` where Keras takes `ops.cond`: under JAX an eager
+    call (Keras' `TensorBoard` reads the rate every epoch) then reuses
+    compiled functions instead of compiling the branches anew.
+
+    Args:
+        peak_learning_rate: float. Learning rate at `warmup_steps`.
+        total_steps: int. Step at which `alpha * peak_learning_rate` is
+            reached.
+        warmup_steps: int. Steps of the warmup from 0.
+        alpha: float. Final learning rate as a fraction of the peak.
+            Defaults to `0.0`.
+    """
+
+    def __init__(
+        self, peak_learning_rate, total_steps, warmup_steps, alpha=0.0
+    ):
+        self.peak_learning_rate = peak_learning_rate
+        self.total_steps = total_steps
+        self.warmup_steps = warmup_steps
+        self.alpha = alpha
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        peak = self.peak_learning_rate
+        warming = peak * step / max(float(self.warmup_steps), 1.0)
+        decay_steps = max(self.total_steps - self.warmup_steps, 1)
+        fraction = keras.ops.clip(
+            (step - self.warmup_steps) / decay_steps, 0.0, 1.0
+        )
+        cosine = 0.5 * (1.0 + keras.ops.cos(math.pi * fraction))
+        decaying = peak * ((1.0 - self.alpha) * cosine + self.alpha)
+        return keras.ops.where(step < self.warmup_steps, warming, decaying)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+            "alpha": self.alpha,
         }
 
 
