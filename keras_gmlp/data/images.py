@@ -25,6 +25,38 @@ def normalize_images(images):
     return images * PIXEL_SCALE + PIXEL_OFFSET
 
 
+def even_batch_size(num_examples, batch_size):
+    """The batch size that splits `num_examples` most evenly.
+
+    As many batches as `batch_size` needs, `ceil(num_examples /
+    batch_size)`, each of at most `batch_size` examples and all of one
+    size when that count divides `num_examples`. Evaluation in batches of
+    one shape runs one compiled test step under JAX, which compiles
+    another for a short last batch.
+
+    Args:
+        num_examples: int. Examples to batch.
+        batch_size: int. The largest batch.
+
+    Returns:
+        int. At most `batch_size`; `batch_size` when `num_examples` is 0.
+
+    Example:
+
+    >>> from keras_gmlp.data.images import even_batch_size
+    >>> even_batch_size(360, 64), even_batch_size(256, 64)
+    (60, 64)
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+    if num_examples < 0:
+        raise ValueError(f"num_examples must be >= 0, got {num_examples}.")
+    if num_examples == 0:
+        return batch_size
+    num_batches = -(-num_examples // batch_size)
+    return -(-num_examples // num_batches)
+
+
 def batches(
     data,
     split,

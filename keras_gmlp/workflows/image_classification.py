@@ -171,10 +171,14 @@ def run(config, callbacks=None):
         seed=config.seed,
         normalize=False,
     )
+    # One replica scores every held-out image in batches of one shape
+    # (one compiled test step); replicas take whole global batches.
     validation = images.batches(
         data,
         "validation",
-        batch_size,
+        batch_size
+        if distribution.num_replicas > 1
+        else images.even_batch_size(data.num_validation, batch_size),
         image_size,
         False,
         drop_remainder=distribution.num_replicas > 1,
@@ -506,7 +510,7 @@ def evaluate_run(run_dir, batch_size=None):
     validation = images.batches(
         data,
         "validation",
-        batch_size,
+        images.even_batch_size(data.num_validation, batch_size),
         tuple(model.inputs[0].shape[1:3]),
         False,
         normalize=getattr(model, "preprocessor", None) is None,

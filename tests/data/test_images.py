@@ -1,3 +1,5 @@
+import math
+
 import keras
 import numpy as np
 import pytest
@@ -62,3 +64,32 @@ def test_batch_larger_than_split_is_an_error():
     data = image_sources.load_images("digits")
     with pytest.raises(DataError, match="fewer than one batch of 2048"):
         images.batches(data, "train", 2048, (16, 16), True)
+
+
+def test_even_batch_size_is_the_smallest_with_as_few_batches():
+    # Brute force: of the sizes up to `batch_size` that need no more
+    # batches than `batch_size` does, the smallest.
+    for num_examples in range(1, 130):
+        for batch_size in range(1, 70):
+            fewest = math.ceil(num_examples / batch_size)
+            expected = min(
+                size
+                for size in range(1, batch_size + 1)
+                if math.ceil(num_examples / size) == fewest
+            )
+            assert images.even_batch_size(num_examples, batch_size) == expected
+
+
+def test_even_batch_size_splits_divisible_counts_equally():
+    assert images.even_batch_size(360, 64) == 60
+    assert images.even_batch_size(1000, 128) == 125
+    assert images.even_batch_size(0, 32) == 32
+
+
+@pytest.mark.parametrize(
+    "num_examples, batch_size, match",
+    [(10, 0, "batch_size must be >= 1, got 0"), (-1, 8, "got -1")],
+)
+def test_even_batch_size_names_bad_values(num_examples, batch_size, match):
+    with pytest.raises(ValueError, match=match):
+        images.even_batch_size(num_examples, batch_size)

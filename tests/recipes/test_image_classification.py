@@ -149,6 +149,30 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
 
 
 @pytest.mark.one_backend("torch")
+@pytest.mark.one_backend("jax")
+def test_held_out_images_are_scored_in_equal_batches(tmp_path, monkeypatch):
+    # 360 held-out digits in batches of 64 end with a batch of 40, whose
+    # shape JAX compiles a second test step for (0.5 s of the
+    # quick-start); batches of 60 score the same images with one.
+    from keras_gmlp.data import images
+
+    pipelines = {}
+    make_batches = images.batches
+
+    def recording_batches(data, split, *args, **kwargs):
+        pipelines[split] = make_batches(data, split, *args, **kwargs)
+        return pipelines[split]
+
+    monkeypatch.setattr(images, "batches", recording_batches)
+    train(tiny_digits(tmp_path / "run", "--batch-size", "64", "--epochs", "1"))
+    sizes = [len(labels) for _, labels in pipelines["validation"]]
+    assert sum(sizes) == 360
+    assert set(sizes) == {60}
+    image_classification.evaluate_run(str(tmp_path / "run"))
+    sizes = [len(labels) for _, labels in pipelines["validation"]]
+    assert set(sizes) == {60}
+
+
 def test_killed_run_resumes_from_its_last_epoch(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
