@@ -63,8 +63,51 @@ def warmup_linear(
     )
 
 
+class WarmupThenDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to a peak, then a decay over the other steps.
+
+    Subclasses give `decayed(fraction)`, the rate at a `fraction` in [0, 1]
+    of the decay. The branches are chosen with `ops.where`, not
+    `ops.cond`: under JAX an eager call (Keras' `TensorBoard` reads the
+    rate every epoch) reuses compiled functions, where `ops.cond`'s new
+    branch closures are compiled anew at every call.
+
+    Args:
+        peak_learning_rate: float. Learning rate at `warmup_steps`.
+        total_steps: int. Step at which the decay ends.
+        warmup_steps: int. Steps of the warmup from 0.
+    """
+
+    def __init__(self, peak_learning_rate, total_steps, warmup_steps):
+        self.peak_learning_rate = peak_learning_rate
+        self.total_steps = total_steps
+        self.warmup_steps = warmup_steps
+
+    def decayed(self, fraction):
+        raise NotImplementedError
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32")
+        warmup = max(float(self.warmup_steps), 1.0)
+        warming = self.peak_learning_rate * step / warmup
+        decay_steps = max(self.total_steps - self.warmup_steps, 1)
+        fraction = keras.ops.clip(
+            (step - self.warmup_steps) / decay_steps, 0.0, 1.0
+        )
+        return keras.ops.where(
+            step < self.warmup_steps, warming, self.decayed(fraction)
+        )
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+        }
+
+
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+class WarmupLinearDecay(WarmupThenDecay):
     """Linear warmup to a peak, then linear decay to an end value.
 
     Args:
@@ -81,41 +124,27 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         warmup_steps,
         end_learning_rate=0.0,
     ):
-        self.peak_learning_rate = peak_learning_rate
-        self.total_steps = total_steps
-        self.warmup_steps = warmup_steps
+        super().__init__(peak_learning_rate, total_steps, warmup_steps)
         self.end_learning_rate = end_learning_rate
 
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
+    def decayed(self, fraction):
         peak = self.peak_learning_rate
-        warmup = keras.ops.maximum(float(self.warmup_steps), 1.0)
-        warming = peak * step / warmup
-        decay_steps = max(self.total_steps - self.warmup_steps, 1)
-        fraction = keras.ops.clip(
-            (step - self.warmup_steps) / decay_steps, 0.0, 1.0
-        )
-        decaying = peak + (self.end_learning_rate - peak) * fraction
-        return keras.ops.where(step < self.warmup_steps, warming, decaying)
+        return peak + (self.end_learning_rate - peak) * fraction
 
     def get_config(self):
         return {
-            "peak_learning_rate": self.peak_learning_rate,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
+            **super().get_config(),
             "end_learning_rate": self.end_learning_rate,
         }
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
+class WarmupCosineDecay(WarmupThenDecay):
     """Linear warmup to a peak, then cosine decay to `alpha` times it.
 
     The values of Keras' `CosineDecay(0.0, total_steps - warmup_steps,
     alpha, warmup_target=peak_learning_rate, warmup_steps=warmup_steps)`,
-    with `ops.where` where Keras takes `ops.cond`: under JAX an eager
-    call (Keras' `TensorBoard` reads the rate every epoch) then reuses
-    compiled functions instead of compiling the branches anew.
+    without its `ops.cond` (see `WarmupThenDecay`).
 
     Args:
         peak_learning_rate: float. Learning rate at `warmup_steps`.
@@ -129,30 +158,17 @@ class WarmupCosineDecay(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(
         self, peak_learning_rate, total_steps, warmup_steps, alpha=0.0
     ):
-        self.peak_learning_rate = peak_learning_rate
-        self.total_steps = total_steps
-        self.warmup_steps = warmup_steps
+        super().__init__(peak_learning_rate, total_steps, warmup_steps)
         self.alpha = alpha
 
-    def __call__(self, step):
-        step = keras.ops.cast(step, "float32")
-        peak = self.peak_learning_rate
-        warming = peak * step / max(float(self.warmup_steps), 1.0)
-        decay_steps = max(self.total_steps - self.warmup_steps, 1)
-        fraction = keras.ops.clip(
-            (step - self.warmup_steps) / decay_steps, 0.0, 1.0
-        )
+    def decayed(self, fraction):
         cosine = 0.5 * (1.0 + keras.ops.cos(math.pi * fraction))
-        decaying = peak * ((1.0 - self.alpha) * cosine + self.alpha)
-        return keras.ops.where(step < self.warmup_steps, warming, decaying)
+        return self.peak_learning_rate * (
+            (1.0 - self.alpha) * cosine + self.alpha
+        )
 
     def get_config(self):
-        return {
-            "peak_learning_rate": self.peak_learning_rate,
-            "total_steps": self.total_steps,
-            "warmup_steps": self.warmup_steps,
-            "alpha": self.alpha,
-        }
+        return {**super().get_config(), "alpha": self.alpha}
 
 
 def _check_steps(total_steps, warmup_steps):
