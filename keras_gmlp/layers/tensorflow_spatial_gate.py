@@ -43,9 +43,9 @@ def recomputed_spatial_gate(
     reads: both halves of the GELU's input and output, the normalised
     `v`, the product and the gated output (the second projection's
     kernel gradient reads it): `3.5 f` values per token for `f` expanded
-    channels (the default training gate, `training_gelu_gate`, `3 f` in
-    float32 and `2.5 f` in bfloat16), where this `tf.custom_gradient`
-    keeps `1.5 f`. The forward
+    channels (the default training gate, `training_gelu_gate` with the
+    projection folded in, `2.5 f` in float32 and `2 f` in bfloat16), where
+    this `tf.custom_gradient` keeps `1.5 f`. The forward
     pass runs the unit's own XLA functions (`gelu`, `LayerNormalization`)
     and `MatMul`s. The backward pass recomputes:
 
@@ -316,10 +316,20 @@ def training_normalized_gelu(hidden_v, bias_v, gamma, beta, epsilon):
     return normalized(*tensors)
 
 
-def training_gelu_gate(hidden_u, bias_u, product, bias, attention=None):
+def training_gelu_gate(
+    hidden_u,
+    bias_u,
+    product,
+    bias,
+    attention=None,
+    kernel=None,
+    projection_bias=None,
+):
     """`gelu(hidden_u + bias_u) * (product + b [+ attention])`, `b` along
-    the token axis: the spatial gating unit's gated half in TensorFlow
-    training, as one XLA function, and its gradient as another.
+    the token axis, and that times `kernel` plus `projection_bias` if given
+    (the block's second projection): the spatial gating unit's gated half
+    in TensorFlow training, as one XLA function, and its gradient as
+    another.
 
     The usual call runs it as TensorFlow's `AddV2` (the first
     projection's bias), the GELU's XLA function, an `AddV2` for `b`
@@ -341,6 +351,18 @@ def training_gelu_gate(hidden_u, bias_u, product, bias, attention=None):
     training 1.04x as fast in three pairs of processes, 1.00-1.02x in one
     process (gMLP-S/16 1.00-1.01x).
 
+    With `kernel`, the projection's product of the gated output's rows is
+    inside too, and the backward pass's function writes the gated output
+    again for the kernel's gradient, so the gated output is not kept
+    either (TensorFlow's `MatMul` gradient keeps its input): `0.5 f`
+    values a token less. On an idle 2-core AMD EPYC (family 25) with
+    AVX-512, batch 32, float32: the first steps' peak RSS 0.90x timm's
+    instead of 1.03x (gMLP-Ti/16; gMLP-S/16 0.79x instead of 0.92x), the
+    whole process's 0.96x instead of 1.06x; the training steps 0.975-0.995x
+    as fast in float32 and 0.97-0.99x in bfloat16 (gMLP-Ti/16), the masked
+    LM's (`gmlp_tiny`) 1.00x at 128 tokens and 0.97x at 512
+    (`benchmarks/tensorflow_folded_projection.py`, `benchmarks/memory.py`).
+
     Each value is rounded to the compute dtype where the usual call
     rounds it, the biases' gradients accumulated in float32: in float32
     outputs are the usual call's and gradients equal up to rounding; in
@@ -355,31 +377,75 @@ def training_gelu_gate(hidden_u, bias_u, product, bias, attention=None):
         bias: tensor `(tokens,)`, `b`.
         attention: `None` or a tensor `(batch, tokens, c)` added to the
             product (aMLP).
+        kernel: `None` or a tensor `(c, d)` in `hidden_u`'s dtype.
+        projection_bias: `None` or a tensor `(d,)`, with `kernel`.
 
     Returns:
-        Tensor `(batch, tokens, c)` in `hidden_u`'s dtype.
+        Tensor `(batch, tokens, c)`, or `(batch, tokens, d)` with `kernel`,
+        in `hidden_u`'s dtype.
     """
+    if (kernel is None) != (projection_bias is None):
+        raise ValueError(
+            "`kernel` and `projection_bias` go together; received "
+            f"kernel={'None' if kernel is None else 'a tensor'} and "
+            f"projection_bias="
+            f"{'None' if projection_bias is None else 'a tensor'}."
+        )
     tensors = [tf.convert_to_tensor(t) for t in (hidden_u, bias_u)]
     tensors += [tf.convert_to_tensor(t) for t in (product, bias)]
     has_attention = attention is not None
+    has_projection = kernel is not None
     if has_attention:
         tensors.append(tf.convert_to_tensor(attention))
+    if has_projection:
+        tensors += [tf.convert_to_tensor(t) for t in (kernel, projection_bias)]
     functions = _gate_functions()
 
     @tf.autograph.experimental.do_not_convert
     @tf.custom_gradient
-    def gate(hidden_u, bias_u, product, bias, *added):
-        attention = added[0] if has_attention else None
+    def gate(hidden_u, bias_u, product, bias, *rest):
+        rest = list(rest)
+        attention = rest.pop(0) if has_attention else None
         output = functions.gelu_gate(hidden_u, bias_u, product, bias, attention)
+        if has_projection:
+            output = _project(output, *rest)
 
         def backward(upstream):
-            by_hidden_u, by_bias_u, by_mixed, by_bias = (
+            by_projection = []
+            by_gated = upstream
+            if has_projection:
+                projection_kernel, _ = rest
+                rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
+                by_gated = tf.reshape(
+                    tf.matmul(rows, projection_kernel, transpose_b=True),
+                    tf.shape(product),
+                )
+            gated, by_hidden_u, by_bias_u, by_mixed, by_bias = (
                 functions.gelu_gate_gradient(
-                    hidden_u, bias_u, product, bias, attention, upstream
+                    hidden_u,
+                    bias_u,
+                    product,
+                    bias,
+                    attention,
+                    by_gated,
+                    has_projection,
                 )
             )
+            if has_projection:
+                gated_rows = tf.reshape(gated[0], (-1, product.shape[-1]))
+                by_projection = [
+                    tf.matmul(gated_rows, rows, transpose_a=True),
+                    _float32_sum(rows, [0], rows.dtype),
+                ]
             by_attention = [by_mixed] if has_attention else []
-            return [by_hidden_u, by_bias_u, by_mixed, by_bias, *by_attention]
+            return [
+                by_hidden_u,
+                by_bias_u,
+                by_mixed,
+                by_bias,
+                *by_attention,
+                *by_projection,
+            ]
 
         return output, backward
 
@@ -493,12 +559,14 @@ class _GateFunctions:
 
         @tf.function(jit_compile=True, autograph=False)
         def gelu_gate_gradient(
-            hidden_u, bias_u, product, bias, attention, by_gated
+            hidden_u, bias_u, product, bias, attention, by_gated, with_gated
         ):
-            """`gelu_gate`'s gradients for `by_gated`, the gated output's:
-            of `hidden_u`, of `bias_u`, of the product (and `attention`)
-            and of `b`. The biases' sum the rounded gradients in
-            float32, `b`'s over the channels as a product with ones."""
+            """`(gated,)` (`gelu_gate`'s output again) if `with_gated`,
+            else `()`, then `gelu_gate`'s gradients for `by_gated`, the
+            gated output's: of `hidden_u`, of `bias_u`, of the product
+            (and `attention`) and of `b`. The biases' sum the rounded
+            gradients in float32, `b`'s over the channels as a product
+            with ones."""
             dtype = product.dtype
             y = widened(hidden_u + bias_u)
             cdf, density = cdf_and_density(y)
@@ -514,7 +582,9 @@ class _GateFunctions:
             by_rows = tf.matmul(rows, tf.ones((channels, 1), rows.dtype))
             by_tokens = tf.reshape(by_rows, tf.shape(by_mixed)[:-1])
             by_bias = tf.reduce_sum(by_tokens, 0)
+            gated = (tf.cast(u * mixed, dtype),) if with_gated else ()
             return (
+                gated,
                 by_hidden_u,
                 tf.cast(by_bias_u, dtype),
                 by_mixed,

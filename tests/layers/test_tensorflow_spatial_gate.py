@@ -413,6 +413,126 @@ def test_call_on_projection_takes_the_gate_as_asked(rng, amx):
     }
 
 
+def folded_projections(function):
+    """`(function(), for each gated half the training gate built, whether
+    the block's second projection was folded into it)`."""
+    import inspect
+
+    from keras_gmlp.layers import tensorflow_spatial_gate
+
+    original = tensorflow_spatial_gate.training_gelu_gate
+    signature = inspect.signature(original)
+    folded = []
+
+    def recorded(*args, **kwargs):
+        arguments = signature.bind(*args, **kwargs).arguments
+        folded.append(arguments.get("kernel") is not None)
+        return original(*args, **kwargs)
+
+    tensorflow_spatial_gate.training_gelu_gate = recorded
+    try:
+        return function(), folded
+    finally:
+        tensorflow_spatial_gate.training_gelu_gate = original
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("lora", [False, True])
+def test_training_gate_folds_a_plain_output_projection(lora, policy, rng):
+    # A plain Dense second projection runs inside the training gate (its
+    # input, the gated output, is recomputed, not kept); one with LoRA
+    # runs its own call on the gate's output. Both give TensorFlow's own
+    # differentiation's gradients.
+    x = rng.normal(size=(2, 6, 8)).astype("float32")
+    block = GMLPBlock(ffn_dim=12, dtype=policy)
+    block.build(x.shape)
+    randomize_weights(block, rng, scale=0.3)
+    if lora:
+        block.channel_projection_out.enable_lora(2)
+        randomize_weights(block.channel_projection_out, rng, scale=0.3)
+    upstream = rng.normal(size=x.shape)
+
+    def gradients():
+        return block_gradients(block, x, upstream)
+
+    (loss, got), folded = folded_projections(gradients)
+    expected_loss, expected = without_training_gate(gradients)
+    assert folded == [not lora]
+    tolerance = 1e-5 if policy == "float32" else 2e-2
+    np.testing.assert_allclose(loss, expected_loss, rtol=tolerance)
+    assert len(got) == len(block.trainable_variables) + 1
+    assert_gradients_close(got, expected, tolerance)
+
+
+@pytest.mark.parametrize("with_attention", [False, True])
+def test_training_gate_with_projection_matches_numpy(with_attention, rng):
+    # `gelu(hidden_u + bias_u) * (product + b [+ attention]) @ kernel +
+    # projection_bias`: the outputs against numpy's formula, the gradients
+    # against TensorFlow's differentiation of its own ops.
+    import tensorflow as tf
+
+    from keras_gmlp.layers.tensorflow_spatial_gate import training_gelu_gate
+    from tests import reference
+
+    def normal(*shape):
+        return tf.constant(rng.normal(size=shape), "float32")
+
+    hidden_u, bias_u, product = normal(2, 5, 6), normal(6), normal(2, 5, 6)
+    bias, kernel, projection_bias = normal(5), normal(6, 4), normal(4)
+    attention = normal(2, 5, 6) if with_attention else None
+    upstream = normal(2, 5, 4)
+    inputs = [hidden_u, bias_u, product, bias, kernel, projection_bias]
+    inputs += [attention] if with_attention else []
+
+    def plain(hidden_u, bias_u, product, bias, kernel, projection_bias, *a):
+        mixed = product + bias[:, None] + (a[0] if a else 0.0)
+        gated = tf.nn.gelu(hidden_u + bias_u, approximate=False) * mixed
+        return tf.einsum("btc,cd->btd", gated, kernel) + projection_bias
+
+    def gate(hidden_u, bias_u, product, bias, kernel, projection_bias, *a):
+        return training_gelu_gate(
+            hidden_u,
+            bias_u,
+            product,
+            bias,
+            a[0] if a else None,
+            kernel,
+            projection_bias,
+        )
+
+    def value_and_gradients(function):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs = function(*inputs)
+            loss = tf.reduce_sum(outputs * upstream)
+        return outputs.numpy(), [g.numpy() for g in tape.gradient(loss, inputs)]
+
+    outputs, got = value_and_gradients(tf.function(gate))
+    _, expected = value_and_gradients(plain)
+    arrays = [t.numpy().astype("float64") for t in inputs]
+    mixed = arrays[2] + arrays[3][:, None]
+    if with_attention:
+        mixed = mixed + arrays[6]
+    numpy_outputs = (reference.gelu(arrays[0] + arrays[1]) * mixed) @ arrays[
+        4
+    ] + arrays[5]
+    np.testing.assert_allclose(outputs, numpy_outputs, rtol=1e-5, atol=1e-5)
+    assert len(got) == len(inputs)
+    assert_gradients_close(got, expected, 1e-5)
+
+
+def test_training_gate_takes_the_projection_kernel_and_bias_together():
+    import tensorflow as tf
+
+    from keras_gmlp.layers.tensorflow_spatial_gate import training_gelu_gate
+
+    x = tf.zeros((1, 2, 3))
+    with pytest.raises(ValueError, match="projection_bias=None"):
+        training_gelu_gate(
+            x, tf.zeros(3), x, tf.zeros(2), None, tf.zeros((3, 4))
+        )
+
+
 def test_gate_sums_the_first_projection_bias_gradients_itself(rng):
     # The halves' bias gradients come out of the gate's gradient functions
     # (`hidden_biases`): the only TensorFlow `Sum` over a `(batch, tokens,
@@ -458,7 +578,7 @@ import numpy as np
 import tensorflow as tf
 from keras_gmlp.layers import GMLPBlock
 
-x = tf.constant(np.random.default_rng(0).normal(size=(4, 32, 16)), "float32")
+x = tf.constant(np.random.default_rng(0).normal(size=(8, 64, 16)), "float32")
 from keras_gmlp.layers import SpatialGatingUnit
 
 mode = "activations" if sys.argv[1] == "recomputed" else None
@@ -499,17 +619,19 @@ def peak_bytes(form):
 
 def test_keeps_less_for_the_backward_pass():
     # The kept activations of a stack of blocks add up: the recomputation
-    # must not be merged back into the forward pass by Grappler. The
-    # default training gate keeps 2.5 values per expanded channel and
-    # token where TensorFlow's own differentiation keeps 3.5; the
-    # recomputing gate 1.5.
+    # must not be merged back into the forward pass by Grappler. In
+    # float32 the default training gate, with the block's second
+    # projection folded in, keeps 2.5 values per expanded channel and
+    # token where TensorFlow's own differentiation keeps 3.5 (0.82x of
+    # the peak here; 0.91x with the projection after the gate, which
+    # kept its input too); the recomputing gate 1.5.
     recomputed, default, kept_by_autograd = (
         peak_bytes("recomputed"),
         peak_bytes("default"),
         peak_bytes("autograd"),
     )
-    assert kept_by_autograd > 1_000_000
-    assert default < 0.95 * kept_by_autograd
+    assert kept_by_autograd > 4_000_000
+    assert default < 0.87 * kept_by_autograd
     assert recomputed < 0.85 * default
 
 
