@@ -8,6 +8,8 @@ import warnings
 
 import keras
 
+from keras_gmlp.training.keras_patches import install_saving_skipset_cache
+
 BACKUP_DIR = "backup"
 HISTORY_FILE = "history.json"
 BEST_CHECKPOINT = "best.keras"
@@ -192,6 +194,8 @@ def training_callbacks(
         A tuple `(callbacks, history)`: the list for `model.fit` and the
         `PersistentHistory` among them.
     """
+    # Each epoch saves the model two or three times.
+    install_saving_skipset_cache()
     os.makedirs(output_dir, exist_ok=True)
     state_dir = output_dir
     if not is_chief:

@@ -29,12 +29,14 @@ def test_a_keras_without_the_bugs_is_left_alone(monkeypatch):
     monkeypatch.setattr(keras_patches, "keras_version", lambda: (3, 16, 0))
     monkeypatch.setattr(keras_patches, "_WORKAROUNDS_INSTALLED", False)
     monkeypatch.setattr(keras_patches, "_JAX_WORKAROUNDS_INSTALLED", False)
+    monkeypatch.setattr(keras_patches, "_SKIPSET_CACHE_INSTALLED", False)
     from keras.src.backend.tensorflow import trainer
 
     skipset = saving_lib.get_attr_skipset
     reduce = trainer.reduce_per_replica
     assert not keras_patches.install_multi_worker_workarounds()
     assert not keras_patches.install_jax_multi_process_workarounds()
+    assert not keras_patches.install_saving_skipset_cache()
     assert saving_lib.get_attr_skipset is skipset
     assert trainer.reduce_per_replica is reduce
 
@@ -83,6 +85,9 @@ def test_jax_multi_process_workarounds_patch_keras_once(monkeypatch):
             super().__init__(*args, **kwargs)
 
     monkeypatch.setattr(optimizer, "Optimizer", Reference)
+    # Neither Keras' cache nor the skipset cache's (when a recipe test
+    # installed it) holds the optimizer's set.
+    monkeypatch.setattr(keras_patches, "_SAVING_SKIPSETS", {})
     global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
     distribution = keras.distribution.DataParallel()
     with distribution.scope():
@@ -90,3 +95,42 @@ def test_jax_multi_process_workarounds_patch_keras_once(monkeypatch):
         assert keras.distribution.distribution() is distribution
     assert seen == [None]
     global_state.set_global_attribute("saving_attr_skiplist_Optimizer", None)
+
+
+def test_the_recipes_saves_build_no_reference_objects_after_the_first(
+    tmp_path, monkeypatch
+):
+    # Keras 3.15's saving builds a `Layer()` (and an `Optimizer`, a
+    # `Metric`...) to list the attributes it skips, for every object it
+    # walks; with the recipes' callbacks made, each type's list is built
+    # once. The saved model loads with its weights.
+    import numpy as np
+    from keras.src.layers import layer
+
+    from keras_gmlp.training import training_callbacks
+
+    training_callbacks(str(tmp_path / "run"), tensorboard=False)
+    model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(2)]
+    )
+    model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+    model.fit(np.ones((4, 3)), np.ones((4, 2)), verbose=0)
+    built = []
+    original = layer.Layer.__init__
+
+    def counted(self, *args, **kwargs):
+        if type(self) is layer.Layer:
+            built.append(self)
+        original(self, *args, **kwargs)
+
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    monkeypatch.setattr(layer.Layer, "__init__", counted)
+    model.save(path)
+    monkeypatch.undo()
+    assert built == []
+    loaded = keras.saving.load_model(path)
+    for got, want in zip(
+        loaded.get_weights(), model.get_weights(), strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
