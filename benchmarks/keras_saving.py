@@ -13,8 +13,9 @@ to `saving_lib.get_attr_skipset`, which builds a reference `Layer()` (or
 another. TensorFlow's run spent about as long.
 
 Both forms in one process: the quick-start's model (the digits job's
-task, built by the job's `build_model` and compiled with its optimizer,
-loss and metrics, one `fit` step on random digits-shaped images) saved
+task, built by the job's `build_model`, compiled with the job's AdamW at
+a constant rate, its loss and its metrics, one `fit` step on random
+digits-shaped images) saved
 to a `.keras` file, in interleaved rounds (`common.alternate`), `x keras`
 Keras' seconds per save over the kept skipsets' (above 1: faster).
 
@@ -39,8 +40,8 @@ CANDIDATE = "kept_skipsets"
 
 
 def quickstart_model():
-    """The digits job's task, compiled as the job compiles it, trained one
-    step."""
+    """The digits job's task, compiled with the job's optimizer (at a
+    constant rate), loss and metrics, trained one step."""
     import keras
     import numpy as np
 
