@@ -140,20 +140,11 @@ def recomputed_spatial_gate(
         def backward(upstream):
             by_projection = []
             if has_projection:
-                projection_kernel, _ = rest
-                rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
-                by_gated = tf.reshape(
-                    tf.matmul(rows, projection_kernel, transpose_b=True),
-                    tf.shape(mixed),
-                )
+                by_gated = _projected_gradient(upstream, rest[0], mixed)
                 gated, by_mixed, *by_hidden_u = functions.gated_half(
                     hidden_u, mixed, by_gated, True, has_hidden_biases
                 )
-                gated_rows = tf.reshape(gated, (-1, gated.shape[-1]))
-                by_projection = [
-                    tf.matmul(gated_rows, rows, transpose_a=True),
-                    _float32_sum(rows, [0], rows.dtype),
-                ]
+                by_projection = _projection_gradients(gated, upstream)
             else:
                 by_mixed, *by_hidden_u = functions.gated_half(
                     hidden_u, mixed, upstream, False, has_hidden_biases
@@ -414,12 +405,7 @@ def training_gelu_gate(
             by_projection = []
             by_gated = upstream
             if has_projection:
-                projection_kernel, _ = rest
-                rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
-                by_gated = tf.reshape(
-                    tf.matmul(rows, projection_kernel, transpose_b=True),
-                    tf.shape(product),
-                )
+                by_gated = _projected_gradient(upstream, rest[0], product)
             gated, by_hidden_u, by_bias_u, by_mixed, by_bias = (
                 functions.gelu_gate_gradient(
                     hidden_u,
@@ -432,11 +418,7 @@ def training_gelu_gate(
                 )
             )
             if has_projection:
-                gated_rows = tf.reshape(gated[0], (-1, product.shape[-1]))
-                by_projection = [
-                    tf.matmul(gated_rows, rows, transpose_a=True),
-                    _float32_sum(rows, [0], rows.dtype),
-                ]
+                by_projection = _projection_gradients(gated[0], upstream)
             by_attention = [by_mixed] if has_attention else []
             return [
                 by_hidden_u,
@@ -467,6 +449,25 @@ def _project(gated, kernel, bias):
     outputs = tf.reshape(tf.matmul(rows, kernel), shape)
     outputs.set_shape(gated.shape[:-1] + (kernel.shape[-1],))
     return outputs + bias
+
+
+def _projected_gradient(upstream, kernel, like):
+    """The gradient of `_project`'s input for `upstream`, its output's:
+    `upstream @ kernel^T` over the rows, in `like`'s shape."""
+    rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
+    by_rows = tf.matmul(rows, kernel, transpose_b=True)
+    return tf.reshape(by_rows, tf.shape(like))
+
+
+def _projection_gradients(gated, upstream):
+    """`[kernel's, bias's]` gradients of `_project` of `gated` for
+    `upstream`: its rows' product, and the upstream rows' sum in float32."""
+    rows = tf.reshape(upstream, (-1, upstream.shape[-1]))
+    gated_rows = tf.reshape(gated, (-1, gated.shape[-1]))
+    return [
+        tf.matmul(gated_rows, rows, transpose_a=True),
+        _float32_sum(rows, [0], rows.dtype),
+    ]
 
 
 class _GateFunctions:

@@ -122,6 +122,17 @@ def _is_multi_worker(strategy):
 _JAX_WORKAROUNDS_INSTALLED = False
 
 
+def _saving_lib_to_patch():
+    """Keras' `saving_lib` where its `get_attr_skipset` is to be patched
+    (a Keras version that needs the patches, with that function), else
+    `None`."""
+    if not needs_patches():
+        return None
+    from keras.src.saving import saving_lib
+
+    return saving_lib if hasattr(saving_lib, "get_attr_skipset") else None
+
+
 def install_jax_multi_process_workarounds():
     """Patches a Keras 3.15 bug of chief-only saving under multi-process JAX.
 
@@ -147,13 +158,10 @@ def install_jax_multi_process_workarounds():
     global _JAX_WORKAROUNDS_INSTALLED
     if _JAX_WORKAROUNDS_INSTALLED:
         return True
-    if not needs_patches():
+    saving_lib = _saving_lib_to_patch()
+    if saving_lib is None:
         return False
     from keras.src.distribution import distribution_lib
-    from keras.src.saving import saving_lib
-
-    if not hasattr(saving_lib, "get_attr_skipset"):
-        return False
 
     original_skipset = saving_lib.get_attr_skipset
 
@@ -203,11 +211,8 @@ def install_saving_skipset_cache():
     global _SKIPSET_CACHE_INSTALLED
     if _SKIPSET_CACHE_INSTALLED:
         return True
-    if not needs_patches():
-        return False
-    from keras.src.saving import saving_lib
-
-    if not hasattr(saving_lib, "get_attr_skipset"):
+    saving_lib = _saving_lib_to_patch()
+    if saving_lib is None:
         return False
 
     # Either order with the multi-process JAX patch works: that one only
