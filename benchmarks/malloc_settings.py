@@ -102,9 +102,32 @@ step 626, 620 / 779, 754; 20 timed batches (`_quick20_`): pipeline
 (under JAX only: TensorFlow's steps fault a few hundred times, torch's
 27,000 at batch 32 for 0.05 of a 2.2 s step's system seconds).
 
+`main_heap` (stop 58): the worker makes the `mallopt` calls of
+`reuse_freed_memory` itself, on any backend (JAX's dispatch setting
+left alone). Under torch, a masked-LM step (`--task masked_lm`, the
+models of `masked_lm_speed.py`, 4,096 tokens a batch) faults 12,000 to
+20,000 pages by default, 1 to 2 with it; a gMLP-Ti/16 training step at
+batch 32 about 8,600 (the 27,000 above were at batch 8 on another
+machine). On an idle 2-core AMD EPYC of family 25, model 17 (AVX-512,
+AVX512-BF16, no AMX), 0ddc5cc, x default (rounds' range), 9 rounds of 5
+steps (masked LM) and 5 of 3 (`malloc_settings_epyc25_*_stop58.json`):
+
+| torch step | n = 128 / batch 32 | n = 512 |
+|---|---|---|
+| `gmlp_tiny` masked LM | 1.02 (0.94-1.12) | 1.00 (0.92-1.10) |
+| matched BERT masked LM | 1.00 (0.92-1.11) | 1.04 (0.97-1.13) |
+| gMLP-Ti/16 train / infer | 0.99 (0.96-0.99) / 1.02 (0.95-1.05) | |
+
+The system time fell by 0.017-0.031 s a masked-LM step (both cores'
+sum), the wall time by less than the rounds' spread, and the image
+step's system time rose (0.019 to 0.039 s). So `reuse_freed_memory`
+stays JAX's only.
+
 Usage:
     python benchmarks/malloc_settings.py --backends jax tensorflow torch \
         --batch-sizes 8 32 --rounds 5
+    python benchmarks/malloc_settings.py --backends torch --task masked_lm \
+        --text-model gmlp --lengths 128 512 --variants main_heap
 Results: benchmarks/results/malloc_settings<suffix>.json
 """
 
@@ -130,10 +153,30 @@ VARIANTS = {
         "MALLOC_TRIM_THRESHOLD_": str(64 << 30),
     },
     "reuse_freed_memory": {},
+    "main_heap": {},
 }
 # The variants whose worker calls `keras_gmlp.training.reuse_freed_memory()`
 # before anything else.
 REUSE_FREED_MEMORY = {"reuse_freed_memory"}
+# The variants whose worker makes its main heap keep every block itself,
+# on any backend: `reuse_freed_memory`'s `mallopt` calls alone.
+MAIN_HEAP = {"main_heap"}
+
+
+def keep_freed_memory_in_main_heap():
+    """glibc's main heap serves every block and is never trimmed, as
+    `keras_gmlp.training.reuse_freed_memory()` makes it under JAX."""
+    import ctypes
+
+    from keras_gmlp.training import allocator
+
+    libc = ctypes.CDLL(None)
+    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    applied = libc.mallopt(allocator.M_MMAP_MAX, 0) and libc.mallopt(
+        allocator.M_TRIM_THRESHOLD, -1
+    )
+    if not applied:
+        raise RuntimeError("glibc's mallopt refused the main-heap settings")
 
 
 def variant_env(backend, threads, variant):
@@ -156,18 +199,40 @@ def transparent_hugepage_mode():
     return text[text.index("[") + 1 : text.index("]")] if "[" in text else None
 
 
-def worker(args):
-    """Builds the model, warms it up, then times steps on request."""
-    common.start_reusing_freed_memory(args.reuse_freed_memory)
-    common.configure_threads(args.threads)
+def modes(task):
+    """The steps a worker of `task` times."""
+    return ("train",) if task == "masked_lm" else ("train", "infer")
+
+
+def worker_steps(args):
+    """`{mode: step}` of the worker's model, built as `args` say."""
+    if args.task == "masked_lm":
+        from benchmarks import masked_lm_speed
+
+        model, _ = masked_lm_speed.build(
+            args.text_model, "gmlp_tiny", args.length, 8192
+        )
+        inputs, labels = masked_lm_speed.batch(
+            model, args.length, args.batch_tokens // args.length, 8192
+        )
+        return {"train": lambda: model.train_on_batch(inputs, labels)}
     model = common.build_image_classifier(
         args.model, 224, "auto", args.precision
     )
     images, labels = common.random_image_batch(args.batch_size, 224)
-    steps = {
+    return {
         "train": lambda: model.train_on_batch(images, labels),
         "infer": lambda: model.predict_on_batch(images),
     }
+
+
+def worker(args):
+    """Builds the model, warms it up, then times steps on request."""
+    if args.main_heap:
+        keep_freed_memory_in_main_heap()
+    common.start_reusing_freed_memory(args.reuse_freed_memory)
+    common.configure_threads(args.threads)
+    steps = worker_steps(args)
     for step in steps.values():
         for _ in range(args.warmup):
             step()
@@ -191,8 +256,10 @@ def worker(args):
     common.serve({"run": run})
 
 
-def start_worker(args, backend, batch_size, variant):
-    """A persistent worker process of one variant (`common.Worker`)."""
+def start_worker(args, backend, size, variant):
+    """A persistent worker process of one variant (`common.Worker`), of
+    batch `size` (images) or sequence length `size` (masked LM)."""
+    text = args.task == "masked_lm"
     command = [
         sys.executable,
         os.path.abspath(__file__),
@@ -200,14 +267,23 @@ def start_worker(args, backend, batch_size, variant):
         "--model",
         args.model,
         "--batch-size",
-        str(batch_size),
+        str(args.batch_size if text else size),
         "--precision",
         args.precision,
         "--threads",
         str(args.threads),
         "--warmup",
         str(args.warmup),
+        "--task",
+        args.task,
+        "--text-model",
+        args.text_model,
+        "--length",
+        str(size if text else args.length),
+        "--batch-tokens",
+        str(args.batch_tokens),
         *common.reuse_freed_memory_flags(variant in REUSE_FREED_MEMORY),
+        *(["--main-heap"] if variant in MAIN_HEAP else []),
     ]
     worker = common.Worker(
         command, variant_env(backend, args.threads, variant), None
@@ -225,21 +301,25 @@ def ask(worker, **arguments):
     return answer
 
 
-def measure(args, backend, batch_size):
-    """Rows of one backend and batch size: each of `args.variants` against
-    `default`, all alternated."""
+def measure(args, backend, size):
+    """Rows of one backend and size (`start_worker`): each of
+    `args.variants` against `default`, all alternated."""
+    if args.task == "masked_lm":
+        label = {"model": args.text_model, "length": size}
+    else:
+        label = {"model": args.model, "batch_size": size}
     names = ["default", *[v for v in args.variants if v != "default"]]
     workers = {}
     try:
         for variant in names:
-            print(f"  {backend} {variant}, batch {batch_size}", flush=True)
-            workers[variant] = start_worker(args, backend, batch_size, variant)
-        samples = {(mode, v): [] for mode in ("train", "infer") for v in names}
+            print(f"  {backend} {variant}, {label}", flush=True)
+            workers[variant] = start_worker(args, backend, size, variant)
+        samples = {(mode, v): [] for mode in modes(args.task) for v in names}
         for round_index in range(args.rounds):
             # Flip the order every other round, so no variant always runs
             # right after the same other one's memory churn.
             order = names if round_index % 2 == 0 else names[::-1]
-            for mode in ("train", "infer"):
+            for mode in modes(args.task):
                 for variant in order:
                     samples[(mode, variant)].append(
                         ask(
@@ -254,14 +334,14 @@ def measure(args, backend, batch_size):
         for process in workers.values():
             process.close()
     rows = []
-    for mode in ("train", "infer"):
+    for mode in modes(args.task):
         default = samples[(mode, "default")]
         for variant in names[1:]:
             candidate = samples[(mode, variant)]
             rows.append(
                 {
                     "backend": backend,
-                    "batch_size": batch_size,
+                    **label,
                     "measure": mode,
                     "variant": variant,
                     **common.ab_row(
@@ -291,7 +371,21 @@ def main():
     parser.add_argument(
         "--backends", nargs="+", default=["jax"], choices=common.BACKENDS
     )
+    parser.add_argument(
+        "--task",
+        default="image",
+        choices=["image", "masked_lm"],
+        help="an image classifier (--model) or a masked LM (--text-model)",
+    )
     parser.add_argument("--model", default="gmlp_ti16_224")
+    parser.add_argument(
+        "--text-model",
+        default="gmlp",
+        help="a masked_lm_speed.py model: gmlp, amlp, bert, bert_amlp",
+    )
+    parser.add_argument("--lengths", nargs="+", type=int, default=[128])
+    parser.add_argument("--length", type=int, default=128, help="worker")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument(
         "--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS
     )
@@ -304,6 +398,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--suffix", default="", help="of the results file")
     parser.add_argument("--worker", action="store_true")
+    parser.add_argument("--main-heap", action="store_true", help="worker")
     common.add_reuse_freed_memory_argument(parser)
     args = parser.parse_args()
     if args.worker:
@@ -313,11 +408,13 @@ def main():
     run["transparent_hugepage"] = transparent_hugepage_mode()
     rows = []
     for backend in args.backends:
-        for batch_size in args.batch_sizes:
-            rows.extend(measure(args, backend, batch_size))
+        sizes = args.lengths if args.task == "masked_lm" else args.batch_sizes
+        for size in sizes:
+            rows.extend(measure(args, backend, size))
     columns = [
         "backend",
-        "batch_size",
+        "model",
+        "length" if args.task == "masked_lm" else "batch_size",
         "measure",
         "variant",
         "default_ms",

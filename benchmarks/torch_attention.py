@@ -18,7 +18,10 @@ numpy, gradients by finite differences).
 
 Measured on that EPYC at bf3ff9c (7 rounds,
 `torch_attention_epyc26_stop48_torch.json`): 1.10x (1.06-1.25) at
-n = 128, 1.21x (1.16-1.28) at 512.
+n = 128, 1.21x (1.16-1.28) at 512. On an idle 2-core AMD EPYC of family
+25, model 17 (AVX-512, AVX512-BF16, no AMX) at 0ddc5cc (9 rounds,
+`torch_attention_epyc25_stop58_torch.json`): 1.02x (0.95-1.16) at 128,
+1.12x (1.04-1.25) at 512. The fused form stays.
 
 Usage:
     KERAS_BACKEND=torch python benchmarks/torch_attention.py

@@ -4,6 +4,7 @@ the `one_arena` settings keep a thread's freed large buffer mapped."""
 import platform
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,37 @@ def test_one_arena_reuses_a_threads_freed_buffer_without_faulting():
     one_arena = second_pass_faults("one_arena")
     assert default > 20_000
     assert one_arena < default / 10
+
+
+# The main thread's second pass, after the `main_heap` worker's settings.
+MAIN_HEAP_FAULTS = (
+    SECOND_FILL_FAULTS
+    + """
+import sys
+sys.path.insert(0, sys.argv[1])
+from benchmarks import malloc_settings
+
+malloc_settings.keep_freed_memory_in_main_heap()
+print(second_fill_faults())
+"""
+)
+
+
+@pytest.mark.skipif(
+    platform.libc_ver()[0] != "glibc", reason="glibc's malloc settings"
+)
+def test_main_heap_keeps_the_main_threads_freed_buffer():
+    root = str(Path(__file__).resolve().parents[1])
+    env = malloc_settings.variant_env(None, 2, "main_heap")
+    result = subprocess.run(
+        [sys.executable, "-c", MAIN_HEAP_FAULTS, root],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    # The default (the test above) faults its 24,576 pages again.
+    assert int(result.stdout.split()[-1]) < 2_000
+    assert malloc_settings.modes("masked_lm") == ("train",)
+    assert malloc_settings.modes("image") == ("train", "infer")
