@@ -36,6 +36,49 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 # forward and 1.17x with backward at 1024 tokens, 0.74x and 0.82x at 512
 # (`spatial_gating_xeon_amx_torch_function_wide_torch.json`).
 FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
+# On an AMD CPU of family 25 (Zen 3, Zen 4: AVX-512, where it has any, on
+# two 256-bit halves), whose float32 matmul runs at half family 26's rate,
+# `(tokens, widest gate)`: the FFT from that many tokens for a unit of at
+# most that many gated channels. On an idle 2-core one (Zen 4, model 17),
+# whole masked-LM training steps with the FFT product against the
+# materialised one (one process, alternated), x materialised: at 256
+# gated channels (`gmlp_tiny`) torch 1.08, JAX 1.06, TensorFlow 1.11 at
+# n = 512 and 1.01 / 0.90 / 0.90 at 256; at 1,536 (the base presets' width,
+# two blocks) at 512: torch 0.81, JAX 1.00, TensorFlow 1.01.
+AMD_FAMILY_FFT_CROSSOVER = {25: (512, 256)}
+
+
+def fft_crossover(backend=None, gate_channels=None, cpuinfo_path=None):
+    """The token count from which a Toeplitz unit's `"auto"` method takes
+    the FFT product: `FFT_CROSSOVER[backend]`, or on an AMD CPU of a
+    family in `AMD_FAMILY_FFT_CROSSOVER`, for a unit at most as wide as
+    that family's widest gate, that family's (every backend).
+
+    Args:
+        backend: str or `None` (Keras' backend).
+        gate_channels: int or `None` (not known): the unit's gated
+            channels.
+        cpuinfo_path: `None` (this machine's) or the path of a Linux
+            `/proc/cpuinfo`-format file.
+
+    Returns:
+        int.
+
+    Example:
+
+    >>> from keras_gmlp.layers.spatial_gating_unit import fft_crossover
+    >>> fft_crossover("jax")
+    1024
+    >>> fft_crossover("jax", gate_channels=256) in (512, 1024)
+    True
+    """
+    path = () if cpuinfo_path is None else (cpuinfo_path,)
+    if gate_channels is not None and cpu_features.is_amd(*path):
+        family = cpu_features.cpu_family(*path)
+        tokens, widest_gate = AMD_FAMILY_FFT_CROSSOVER.get(family, (0, 0))
+        if gate_channels <= widest_gate:
+            return tokens
+    return FFT_CROSSOVER.get(backend or keras.config.backend(), 1024)
 
 
 _tracing = threading.local()
@@ -400,8 +443,8 @@ class SpatialGatingUnit(keras.layers.Layer):
             a linear convolution by real FFT over the token axis (in
             float32, zero-padded to a fast length of at least
             `2 * tokens - 1`), `O(n log n)`; `"auto"` takes the FFT from
-            `FFT_CROSSOVER[backend]` tokens on, where it was measured to be
-            faster. The weights are the same. Only for
+            `fft_crossover(backend, gate_channels)` tokens on, where it
+            was measured to be faster. The weights are the same. Only for
             `spatial="toeplitz"`. Defaults to `"auto"`.
         kernel_initializer: initializer for `W`. Defaults to a normal
             distribution with standard deviation `1e-6`.
@@ -489,6 +532,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         self._check_length(input_shape[-2])
         n = self.sequence_length
         gate_channels = channels // 2 if self.gating == "split" else channels
+        # The FFT's crossover may depend on it (`fft_crossover`).
+        self.gate_channels = gate_channels
         self.norm = LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
@@ -556,7 +601,8 @@ class SpatialGatingUnit(keras.layers.Layer):
             return True
         if not is_static(length):
             length = self.sequence_length
-        return length >= FFT_CROSSOVER.get(keras.config.backend(), 1024)
+        gate_channels = getattr(self, "gate_channels", None)
+        return length >= fft_crossover(gate_channels=gate_channels)
 
     def call(self, inputs, attention=None, training=None):
         u, v = self._halves(inputs)
