@@ -169,7 +169,9 @@ at 512: for this unit alone (256 gated channels, the MLM batches;
 `spatial_gating.py`, `spatial_gating_mlm_tiny_b<batch>_<backend>.json`)
 it is 0.53 / 0.55 / 0.77 x the materialised product at 512 (jax / torch /
 TensorFlow) and reaches it at 1024 (0.98 / 0.86 / 1.25), which fits
-`FFT_CROSSOVER`. At 2048 tokens the FFT Toeplitz product (O(n log n))
+`FFT_CROSSOVER`. (On AMD's family 25, whose matmul runs at half that
+rate, it is faster at 512: `fft_crossover.py`, stop 58.) At 2048 tokens
+the FFT Toeplitz product (O(n log n))
 overtakes attention's O(n^2) on JAX and TensorFlow; the dense `n x n`
 unit (`gmlp_dense`, 18 M parameters) does not. aMLP adds a tiny attention
 per block and trails at every length but JAX's 2048.

@@ -62,7 +62,9 @@ jit-compiled per backend, n = 4096 and 8192, 128 gated channels, batch 1;
   faster from n = 512 on every backend, with 1536 gated channels (gMLP-base
   text) from 1024 (JAX, TensorFlow) and 2048 (torch), because the gather
   that the FFT saves does not grow with the channels while the product
-  does. `FFT_CROSSOVER` in the layer takes the wide figures.
+  does. `FFT_CROSSOVER` in the layer takes the wide figures (on AMD's
+  family 25, units of up to 256 gated channels cross over at 512
+  tokens: `fft_crossover.py`).
 - Checked again at the text presets' own width, in whole masked-LM
   training steps (`gmlp_tiny`, 256 gated channels, 4,096 tokens a batch,
   the FFT forced against the matmul product, whose training call now
