@@ -102,5 +102,8 @@ def test_main_heap_keeps_the_main_threads_freed_buffer():
     )
     # The default (the test above) faults its 24,576 pages again.
     assert int(result.stdout.split()[-1]) < 2_000
+
+
+def test_masked_lm_workers_time_training_only():
     assert malloc_settings.modes("masked_lm") == ("train",)
     assert malloc_settings.modes("image") == ("train", "infer")

@@ -228,7 +228,7 @@ def test_narrow_units_cross_over_sooner_on_amds_family_25(
     "family, channels, crossover",
     [(25, 512, 512), (25, 1024, None), (26, 512, None)],
 )
-def test_a_unit_takes_this_machines_crossover(
+def test_a_built_unit_takes_its_cpus_crossover_for_its_width(
     family, channels, crossover, monkeypatch
 ):
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
