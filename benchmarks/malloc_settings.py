@@ -165,17 +165,11 @@ MAIN_HEAP = {"main_heap"}
 
 def keep_freed_memory_in_main_heap():
     """glibc's main heap serves every block and is never trimmed, as
-    `keras_gmlp.training.reuse_freed_memory()` makes it under JAX."""
-    import ctypes
-
+    `keras_gmlp.training.reuse_freed_memory()` makes it under JAX
+    (`allocator.keep_freed_memory_in_main_heap`)."""
     from keras_gmlp.training import allocator
 
-    libc = ctypes.CDLL(None)
-    libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    applied = libc.mallopt(allocator.M_MMAP_MAX, 0) and libc.mallopt(
-        allocator.M_TRIM_THRESHOLD, -1
-    )
-    if not applied:
+    if not allocator.keep_freed_memory_in_main_heap():
         raise RuntimeError("glibc's mallopt refused the main-heap settings")
 
 

@@ -81,6 +81,17 @@ def reuse_freed_memory():
         )
         return False
     jax.config.update("jax_cpu_enable_async_dispatch", False)
+    return keep_freed_memory_in_main_heap()
+
+
+def keep_freed_memory_in_main_heap():
+    """Makes glibc's main heap serve every block, large ones too, and
+    never return freed memory to the system: `reuse_freed_memory`'s
+    `mallopt` calls alone, on any backend (glibc only).
+
+    Returns:
+        bool. Whether glibc took both settings.
+    """
     libc = ctypes.CDLL(None)
     libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     # -1 is SIZE_MAX to glibc: the main heap is never trimmed.
