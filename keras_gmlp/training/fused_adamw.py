@@ -33,7 +33,10 @@ update takes 7 ms, Keras' multi-tensor one 27 ms, the loop 74-78 ms (a
 epsilon after the bias correction; the kernel is given
 `epsilon / sqrt(1 - beta_2^t)`, which is Keras' formula. bfloat16
 variables, which torch's kernel updates in float32 where Keras rounds
-`beta_2` to 1, keep Keras' update. JAX runs Keras' update (XLA fuses it).
+`beta_2` to 1, keep Keras' update, and so does a step compiled by
+`torch.compile` (Keras' `jit_compile=True` under torch), whose tracing
+fails on the kernel's in-place update of the variables. JAX runs Keras'
+update (XLA fuses it).
 """
 
 import keras
@@ -55,8 +58,8 @@ class FusedAdamW(keras.optimizers.AdamW):
     training step has 7 nodes a variable instead of about 45, which makes
     the first step trace faster and hold less memory. Under torch, the
     update of all variables is torch's fused AdamW kernel (two calls: the
-    decayed variables and the others), 4x as fast as Keras' torch update.
-    JAX runs Keras' own update.
+    decayed variables and the others), 4x as fast as Keras' torch update,
+    outside `torch.compile`. JAX runs Keras' own update.
 
     Example:
 
@@ -81,6 +84,7 @@ class FusedAdamW(keras.optimizers.AdamW):
         return (
             keras.backend.backend() == "torch"
             and not self.amsgrad
+            and not _torch_compiling()
             and all(
                 keras.backend.standardize_dtype(variable.dtype)
                 in TORCH_FUSED_DTYPES
@@ -228,6 +232,13 @@ class FusedAdamW(keras.optimizers.AdamW):
                     amsgrad=False,
                     maximize=False,
                 )
+
+
+def _torch_compiling():
+    """Whether `torch.compile` is tracing the caller."""
+    import torch
+
+    return torch.compiler.is_compiling()
 
 
 def _tf_variable(variable):
