@@ -392,9 +392,10 @@ def worker_report(
     """The last JSON line a fresh `python script --worker form --measure
     measure --steps steps` printed, run in `env`.
 
-    A worker killed by a signal (a negative exit status: keras-hub's BERT
-    under TensorFlow died of a segmentation fault in about one of 30
-    workers on an AMD EPYC of family 25, stop 54) is started again, up to
+    A worker killed by a signal (a negative exit status: TensorFlow's
+    masked-LM workers, gMLP and keras-hub's BERT alike, died of a
+    segmentation fault in about one of 15-30 on an AMD EPYC of family 25,
+    in XLA:CPU's YNNPACK fusion thunk, stops 54 and 59) is started again, up to
     `restarts` times, each restart appended to `restarted` (a list) as
     `{"form", "measure", "exit_status"}` and told on stderr; one that
     exits with an error status is not (it would fail again). Raises

@@ -21,9 +21,10 @@ rounds of BERT's step over the gMLP's: the gMLP's training tokens/s over
 BERT's. `--candidate amlp`: the aMLP (`amlp_tiny`, the same chains and
 shared cores) against `bert_amlp`, the BERT matched to its parameters.
 A worker killed by a signal is started again, once
-(`common.worker_report`: keras-hub's BERT died of a segmentation fault
-in about one of 30 workers on the family-25 EPYC, stop 54); the results'
-`restarted_workers` lists each restart.
+(`common.worker_report`: gMLP and BERT workers died of a segmentation
+fault in XLA:CPU's YNNPACK fusion thunk in about one of 15-30 on the
+family-25 EPYC, stops 54 and 59); the results' `restarted_workers` lists
+each restart.
 
 Measured: see `benchmarks/README.md`, "Stop 50"
 (`masked_lm_processes_epyc26_stop50_tensorflow.json`) and "Stop 51"
