@@ -81,15 +81,14 @@ class FusedAdamW(keras.optimizers.AdamW):
         )
 
     def _fuses_in_torch(self, variables):
-        return (
-            keras.backend.backend() == "torch"
-            and not self.amsgrad
-            and not _torch_compiling()
-            and all(
-                keras.backend.standardize_dtype(variable.dtype)
-                in TORCH_FUSED_DTYPES
-                for variable in variables
-            )
+        if keras.backend.backend() != "torch" or self.amsgrad:
+            return False
+        import torch
+
+        return not torch.compiler.is_compiling() and all(
+            keras.backend.standardize_dtype(variable.dtype)
+            in TORCH_FUSED_DTYPES
+            for variable in variables
         )
 
     def _apply_weight_decay(self, variables):
@@ -232,13 +231,6 @@ class FusedAdamW(keras.optimizers.AdamW):
                     amsgrad=False,
                     maximize=False,
                 )
-
-
-def _torch_compiling():
-    """Whether `torch.compile` is tracing the caller."""
-    import torch
-
-    return torch.compiler.is_compiling()
 
 
 def _tf_variable(variable):
