@@ -24,7 +24,8 @@ the model, warms it up and reports its median step (`common
 .measured_step`: batch 32, 224 px; the masked LM `gmlp_tiny` with 4,096
 tokens). `x all_cores` is the median over the rounds of the baseline's
 step over the candidate's (above 1: faster). Both forms run with
-`prefer_wide_vectors()`, as the jobs do.
+`prefer_wide_vectors()` (since stop 60 `skip_ynn_fusions()` too), as
+the jobs do.
 
 Measured on d02b88c plus this change (an idle 2-core AMD EPYC, family
 26, with AVX-512 and AVX512-BF16; 3 rounds, 4 steps a process, 32 for

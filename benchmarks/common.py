@@ -395,12 +395,12 @@ def worker_report(
     A worker killed by a signal (a negative exit status: TensorFlow's
     masked-LM workers, gMLP and keras-hub's BERT alike, died of a
     segmentation fault in about one of 15-30 on an AMD EPYC of family 25,
-    in XLA:CPU's YNNPACK fusion thunk, stops 54 and 59) is started again, up to
-    `restarts` times, each restart appended to `restarted` (a list) as
-    `{"form", "measure", "exit_status"}` and told on stderr; one that
-    exits with an error status is not (it would fail again). Raises
-    `RuntimeError` with the exit status and the end of stderr when the
-    last run fails.
+    in XLA:CPU's YNNPACK fusion thunk, stops 54 and 59, before
+    `skip_ynn_fusions`) is started again, up to `restarts` times, each
+    restart appended to `restarted` (a list) as `{"form", "measure",
+    "exit_status"}` and told on stderr; one that exits with an error
+    status is not (it would fail again). Raises `RuntimeError` with the
+    exit status and the end of stderr when the last run fails.
     """
     command = [sys.executable, os.path.abspath(script), "--worker", form]
     command += ["--measure", measure, "--steps", str(steps)]
@@ -431,15 +431,17 @@ RESTARTED_WORKERS = []
 
 def threads_worker(measure, share_cores, steps):
     """A TensorFlow worker of a process-per-form A/B: after
-    `prefer_wide_vectors()` and, if `share_cores`,
+    `prefer_wide_vectors()`, `skip_ynn_fusions()` and, if `share_cores`,
     `share_cores_between_chains()` (as the jobs run), prints `measure`'s
     median step in seconds and the intra-op threads as JSON."""
     import tensorflow as tf
 
     from keras_gmlp.training import prefer_wide_vectors
     from keras_gmlp.training import share_cores_between_chains
+    from keras_gmlp.training import skip_ynn_fusions
 
     prefer_wide_vectors()
+    skip_ynn_fusions()
     if share_cores:
         share_cores_between_chains()
     seconds = median_step_seconds(measured_step(measure), steps)

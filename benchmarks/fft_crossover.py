@@ -8,9 +8,10 @@ given, 4,096 tokens a batch, the recipe's loss, metrics and optimizer;
 `masked_lm_speed.variant_ab`), x `materialised` (above 1: the FFT
 faster). The forms' outputs agree to float32 rounding
 (`tests/layers/test_spatial_gating_unit_toeplitz.py`). Under JAX after
-`reuse_freed_memory()`, under TensorFlow after `prefer_wide_vectors()`,
-as the `keras-gmlp` command runs them. Where the materialised product
-runs, the training call recomputes the gate; the FFT's does not.
+`reuse_freed_memory()`, under TensorFlow after `prefer_wide_vectors()`
+and `skip_ynn_fusions()`, as the `keras-gmlp` command runs them. Where
+the materialised product runs, the training call recomputes the gate;
+the FFT's does not.
 
 Measured on an idle 2-core AMD EPYC of family 25, model 17 (AVX-512 on
 256-bit halves, AVX512-BF16, no AMX) at be41efc, x materialised (rounds'
@@ -83,8 +84,10 @@ def main():
         reuse_freed_memory()
     if keras.config.backend() == "tensorflow":
         from keras_gmlp.training import prefer_wide_vectors
+        from keras_gmlp.training import skip_ynn_fusions
 
         prefer_wide_vectors()
+        skip_ynn_fusions()
     if args.num_layers is not None:
         masked_lm_speed.MODELS["gmlp"] = ["--num-layers", str(args.num_layers)]
     crossover = args.crossover or min(args.lengths)

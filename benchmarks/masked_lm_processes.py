@@ -13,18 +13,19 @@ keras-hub's `BertMaskedLM` through the same recipe, matched to
 `gmlp_tiny`'s parameters at each length) with TensorFlow's default
 threads (`KERAS_GMLP_SHARE_CORES=0`), the candidate (`gmlp`, `gmlp_tiny`)
 as the pretraining job runs it, after `share_cores_between_chains()`;
-both with `prefer_wide_vectors()`. Each round starts one process per
-model and length, the order alternating; a process builds the model,
-warms it up and reports its median step over `8 x --steps` steps
-(4,096 tokens a batch, 15 % masked). `x bert` is the median over the
-rounds of BERT's step over the gMLP's: the gMLP's training tokens/s over
-BERT's. `--candidate amlp`: the aMLP (`amlp_tiny`, the same chains and
-shared cores) against `bert_amlp`, the BERT matched to its parameters.
-A worker killed by a signal is started again, once
-(`common.worker_report`: gMLP and BERT workers died of a segmentation
-fault in XLA:CPU's YNNPACK fusion thunk in about one of 15-30 on the
-family-25 EPYC, stops 54 and 59); the results' `restarted_workers` lists
-each restart.
+both with `prefer_wide_vectors()` (since stop 60 `skip_ynn_fusions()`
+too). Each round starts one process per model and length, the order
+alternating; a process builds the model, warms it up and reports its
+median step over `8 x --steps` steps (4,096 tokens a batch, 15 %
+masked). `x bert` is the median over the rounds of BERT's step over the
+gMLP's: the gMLP's training tokens/s over BERT's. `--candidate amlp`:
+the aMLP (`amlp_tiny`, the same chains and shared cores) against
+`bert_amlp`, the BERT matched to its parameters. A worker killed by a
+signal is started again, once (`common.worker_report`: gMLP and BERT
+workers died of a segmentation fault in XLA:CPU's YNNPACK fusion thunk
+in about one of 15-30 on the family-25 EPYC, stops 54 and 59, before
+`skip_ynn_fusions`); the results' `restarted_workers` lists each
+restart.
 
 Measured: see `benchmarks/README.md`, "Stop 50"
 (`masked_lm_processes_epyc26_stop50_tensorflow.json`) and "Stop 51"

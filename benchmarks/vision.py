@@ -241,6 +241,10 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   (`keras_gmlp.training.share_cores_between_chains`); its matmul rate is
   then that of `CHAINS` products side by side, each on its share, so the
   MFU divides by what the cores do in that setting.
+- `--job-xla-flags` (stop 60): the TensorFlow worker's XLA functions are
+  compiled as the jobs' are, after `prefer_wide_vectors()` (512-bit
+  vectors on a CPU with AVX-512) and `skip_ynn_fusions()` (no YNNPACK
+  fusions); the results record each Keras worker's `XLA_FLAGS`.
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
@@ -277,6 +281,12 @@ def worker(args):
     import keras
     import numpy as np
 
+    if args.job_xla_flags:
+        from keras_gmlp.training import prefer_wide_vectors
+        from keras_gmlp.training import skip_ynn_fusions
+
+        prefer_wide_vectors()  # each does nothing outside TensorFlow
+        skip_ynn_fusions()
     common.start_reusing_freed_memory(args.reuse_freed_memory)
     shared = common.configure_threads(args.threads, args.share_cores)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
@@ -349,6 +359,7 @@ def worker(args):
                 name: model.count_params() for name, model in variants.items()
             },
             "errors": errors,
+            "xla_flags": os.environ.get("XLA_FLAGS"),
         }
 
     common.serve({"run": run, "matmul": matmul, "info": info})
@@ -395,6 +406,7 @@ def measure_backend(args, model, backend, timm, log):
             *variants,
             *common.reuse_freed_memory_flags(args.reuse_freed_memory),
             *(["--share-cores"] if args.share_cores else []),
+            *(["--job-xla-flags"] if args.job_xla_flags else []),
         ],
         common.worker_env(backend, args.threads),
         log,
@@ -527,6 +539,7 @@ def measure_backend(args, model, backend, timm, log):
     return rows, {
         "versions": info.get("versions"),
         "parameters": info.get("parameters"),
+        "xla_flags": info.get("xla_flags"),
         "warmup_s": warmup_s,
         "samples": samples,
     }
@@ -690,6 +703,12 @@ def main():
         help="the TensorFlow worker calls keras_gmlp.training."
         "share_cores_between_chains() first, as the image jobs do; its "
         "matmul rate is then that of the chains' products side by side",
+    )
+    parser.add_argument(
+        "--job-xla-flags",
+        action="store_true",
+        help="the TensorFlow worker calls keras_gmlp.training."
+        "prefer_wide_vectors() and skip_ynn_fusions() first, as the jobs do",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")

@@ -211,11 +211,12 @@ def main(argv=None):
 
     Run as the program (`argv` `None`), a training command first calls
     `keras_gmlp.training.reuse_freed_memory()` (under JAX, each step then
-    reuses the memory the last one freed) and `prefer_wide_vectors()`
+    reuses the memory the last one freed), `prefer_wide_vectors()`
     (under TensorFlow on a CPU with AVX-512, the XLA functions with
-    512-bit vectors) and `share_cores_between_chains()` (under
-    TensorFlow, each op on its share of the cores, for the backbones' two
-    chains).
+    512-bit vectors), `skip_ynn_fusions()` (under TensorFlow, no YNNPACK
+    fusions: building them crashed) and `share_cores_between_chains()`
+    (under TensorFlow, each op on its share of the cores, for the
+    backbones' two chains).
 
     Args:
         argv: list of str or `None`. The arguments after the program
@@ -227,6 +228,7 @@ def main(argv=None):
 
         training.reuse_freed_memory()
         training.prefer_wide_vectors()
+        training.skip_ynn_fusions()
         training.share_cores_between_chains()
     args.handler(args)
     return 0

@@ -308,7 +308,11 @@ def test_the_program_reuses_freed_memory_for_training_only(
         lambda: events.append("reuse"),
     )
     # The other settings would change this process's (tests/training/).
-    for name in ("prefer_wide_vectors", "share_cores_between_chains"):
+    for name in (
+        "prefer_wide_vectors",
+        "skip_ynn_fusions",
+        "share_cores_between_chains",
+    ):
         monkeypatch.setattr(f"keras_gmlp.training.{name}", lambda: None)
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
 

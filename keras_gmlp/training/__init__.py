@@ -43,7 +43,8 @@ Memory (`keras_gmlp.training.allocator`):
     last one freed instead of faulting it in afresh.
 XLA settings (`keras_gmlp.training.xla_flags`):
     `prefer_wide_vectors()`: under TensorFlow on a CPU with AVX-512, the
-    XLA functions written with 512-bit vectors.
+    XLA functions written with 512-bit vectors; `skip_ynn_fusions()`:
+    under TensorFlow, no YNNPACK fusions (a crash in building them).
 Threads (`keras_gmlp.training.threads`):
     `share_cores_between_chains()`: under TensorFlow, each op on its
     share of the cores, for the image backbone's two chains.
@@ -79,6 +80,7 @@ from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.training.threads import share_cores_between_chains
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
+from keras_gmlp.training.xla_flags import skip_ynn_fusions
 
 __all__ = [
     "Distribution",
@@ -105,6 +107,7 @@ __all__ = [
     "run_distribution",
     "scaled_learning_rate",
     "share_cores_between_chains",
+    "skip_ynn_fusions",
     "split_cpu_for_tests",
     "training_callbacks",
     "warmup_cosine",

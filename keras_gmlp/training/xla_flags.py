@@ -1,4 +1,4 @@
-"""XLA:CPU's code generation settings for TensorFlow's XLA functions."""
+"""XLA:CPU's settings for TensorFlow's XLA functions."""
 
 import os
 
@@ -7,6 +7,9 @@ import keras
 # Set to "0", it turns `prefer_wide_vectors` off.
 ENV_VARIABLE = "KERAS_GMLP_WIDE_VECTORS"
 WIDE_VECTORS_FLAG = "--xla_cpu_prefer_vector_width=512"
+# Set to "1", it turns `skip_ynn_fusions` off.
+YNN_ENV_VARIABLE = "KERAS_GMLP_YNN_FUSIONS"
+NO_YNN_FUSIONS_FLAG = "--xla_cpu_experimental_ynn_fusion_type="
 
 
 def prefer_wide_vectors(cpuinfo_path="/proc/cpuinfo"):
@@ -50,8 +53,59 @@ def prefer_wide_vectors(cpuinfo_path="/proc/cpuinfo"):
         return False
     if os.environ.get(ENV_VARIABLE) == "0" or not has_avx512(cpuinfo_path):
         return False
-    flags = os.environ.get("XLA_FLAGS", "")
-    if "--xla_cpu_prefer_vector_width" in flags:
+    return _append_flag(WIDE_VECTORS_FLAG)
+
+
+def skip_ynn_fusions():
+    """Keeps XLA:CPU from handing TensorFlow's XLA functions' reductions to
+    YNNPACK.
+
+    TensorFlow 2.21's XLA:CPU writes some reductions (a masked LM's loss
+    over the vocabulary, the bias gradients' sums) as YNNPACK fusions,
+    each built into an executable when it first runs. On an idle 2-core
+    AMD EPYC (family 25) about one TensorFlow masked-LM process in 30
+    died of a segmentation fault in that building (`EmitYnnSubgraph`,
+    growing a vector) while another thread ran a YNNPACK reduction, gMLP
+    and keras-hub's BERT alike (`benchmarks/README.md`, stop 59). With
+    `--xla_cpu_experimental_ynn_fusion_type=` (no fusion kind) XLA:CPU
+    writes those reductions itself and builds no YNNPACK executable; on
+    that CPU the steps ran as fast without them (gMLP-Ti/16 training
+    1.01x in float32, 1.08x in `mixed_bfloat16`, gMLP-S/16 1.00x and
+    0.99x, the `gmlp_tiny` masked LM 0.96x and 1.01x at n = 128 in two
+    runs, 1.02x at 512; `benchmarks/xla_ynn_fusions.py`). This function
+    appends that flag to `XLA_FLAGS` unless that already names the
+    fusion kinds. Under JAX (whose processes did not fault, and whose
+    bfloat16 step ran slower without YNNPACK's reductions, stop 45) and
+    torch, or with `KERAS_GMLP_YNN_FUSIONS=1` in the environment, it
+    does nothing.
+    The `keras-gmlp` command and the recipes call it before training.
+    Call it before TensorFlow's first XLA compilation, which reads
+    `XLA_FLAGS` once.
+
+    Returns:
+        bool. Whether the flag was added.
+
+    Example:
+
+    ```python
+    from keras_gmlp.training import skip_ynn_fusions
+
+    skip_ynn_fusions()  # first: before the first XLA function runs
+    ```
+    """
+    if keras.config.backend() != "tensorflow":
         return False
-    os.environ["XLA_FLAGS"] = f"{flags} {WIDE_VECTORS_FLAG}".strip()
+    if os.environ.get(YNN_ENV_VARIABLE) == "1":
+        return False
+    return _append_flag(NO_YNN_FUSIONS_FLAG)
+
+
+def _append_flag(flag):
+    """Appends `flag` (`--option=value`) to `XLA_FLAGS` unless that sets
+    its option already; returns whether it did."""
+    option = flag.split("=", 1)[0]
+    flags = os.environ.get("XLA_FLAGS", "")
+    if option in flags:
+        return False
+    os.environ["XLA_FLAGS"] = f"{flags} {flag}".strip()
     return True

@@ -124,6 +124,7 @@ def test_the_program_shares_cores_for_training_only(argv, shared, monkeypatch):
     for name in (
         "reuse_freed_memory",
         "prefer_wide_vectors",
+        "skip_ynn_fusions",
         "share_cores_between_chains",
     ):
         monkeypatch.setattr(
@@ -134,7 +135,10 @@ def test_the_program_shares_cores_for_training_only(argv, shared, monkeypatch):
 
     assert cli.main() == 0
     assert ("share_cores_between_chains" in events) == shared
+    # TensorFlow's XLA settings, read at its first XLA compilation.
+    assert ("skip_ynn_fusions" in events) == shared
+    assert ("prefer_wide_vectors" in events) == shared
     assert events[-1] in ("train", "info")
     events.clear()
     assert cli.main(argv) == 0
-    assert "share_cores_between_chains" not in events
+    assert events == ["train" if shared else "info"]

@@ -1,5 +1,6 @@
 """`keras_gmlp.training.prefer_wide_vectors`: XLA:CPU's 512-bit vectors for
-TensorFlow's XLA functions, where the CPU has AVX-512."""
+TensorFlow's XLA functions, where the CPU has AVX-512; `skip_ynn_fusions`:
+no YNNPACK fusions in them."""
 
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 
 from keras_gmlp.training import xla_flags
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
+from keras_gmlp.training.xla_flags import skip_ynn_fusions
 
 AVX512 = "flags\t\t: fpu fma avx2 avx512f avx512_bf16\n"
 AVX2 = "flags\t\t: fpu fma avx2\n"
@@ -33,6 +35,7 @@ def environment(monkeypatch):
     the TensorFlow backend as the function sees it."""
     monkeypatch.delenv("XLA_FLAGS", raising=False)
     monkeypatch.delenv(xla_flags.ENV_VARIABLE, raising=False)
+    monkeypatch.delenv(xla_flags.YNN_ENV_VARIABLE, raising=False)
     monkeypatch.setattr(keras.config, "backend", lambda: "tensorflow")
     return monkeypatch
 
@@ -68,6 +71,20 @@ def test_leaves_xla_flags_alone(case, environment, cpuinfo):
     assert os.environ.get("XLA_FLAGS") == before
 
 
+def last_line_of(program, env):
+    """The last line `program` printed, run in a fresh Python in `env`;
+    fails the test if it fails."""
+    result = subprocess.run(
+        [sys.executable, "-c", program],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.strip().splitlines()[-1]
+
+
 PROBE = """
 import os
 os.environ["KERAS_BACKEND"] = "tensorflow"
@@ -94,15 +111,78 @@ def test_the_flag_reaches_a_tensorflow_xla_function(cpuinfo, tmp_path):
     env = dict(os.environ, PROBE_CPUINFO=cpuinfo(AVX512))
     env["XLA_FLAGS"] = f"--xla_dump_to={dump}"
     env.pop(xla_flags.ENV_VARIABLE, None)
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    added, flags = result.stdout.strip().splitlines()[-1].split(" ", 1)
+    added, flags = last_line_of(PROBE, env).split(" ", 1)
     assert added == "True"
     assert flags.endswith("--xla_cpu_prefer_vector_width=512")
     assert any(dump.iterdir())
+
+
+def test_skips_ynn_fusions_under_tensorflow(environment):
+    import os
+
+    environment.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=512")
+    assert skip_ynn_fusions() is True
+    assert os.environ["XLA_FLAGS"] == (
+        "--xla_cpu_prefer_vector_width=512 "
+        "--xla_cpu_experimental_ynn_fusion_type="
+    )
+    assert skip_ynn_fusions() is False
+    assert os.environ["XLA_FLAGS"].count("ynn_fusion_type") == 1
+
+
+@pytest.mark.parametrize("case", ["jax", "torch", "opted_out", "kinds_set"])
+def test_leaves_the_ynn_fusions_alone(case, environment):
+    import os
+
+    if case in ("jax", "torch"):
+        environment.setattr(keras.config, "backend", lambda: case)
+    if case == "opted_out":
+        environment.setenv(xla_flags.YNN_ENV_VARIABLE, "1")
+    if case == "kinds_set":
+        environment.setenv(
+            "XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=reduce"
+        )
+    before = os.environ.get("XLA_FLAGS")
+    assert skip_ynn_fusions() is False
+    assert os.environ.get("XLA_FLAGS") == before
+
+
+YNN_PROBE = """
+import os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+import tensorflow as tf
+from keras_gmlp.training import skip_ynn_fusions
+
+skipped = skip_ynn_fusions()
+# A loss's reductions over the vocabulary, as the masked LM's.
+f = tf.function(
+    lambda x: tf.reduce_logsumexp(x, axis=-1) - tf.reduce_max(x, axis=-1),
+    jit_compile=True,
+)
+f(tf.random.normal((256, 1000)))
+print(skipped)
+"""
+
+
+def ynn_fusions_compiled(opted_out, dump):
+    """How many YNNPACK fusions `YNN_PROBE`'s function compiled to, in a
+    fresh process (`KERAS_GMLP_YNN_FUSIONS=1` if `opted_out`); XLA:CPU's
+    optimised HLO names each `__ynn_fusion`."""
+    import os
+
+    env = dict(os.environ, KERAS_GMLP_YNN_FUSIONS="1" if opted_out else "0")
+    env["XLA_FLAGS"] = f"--xla_dump_to={dump} --xla_dump_hlo_as_text"
+    assert last_line_of(YNN_PROBE, env) == str(not opted_out)
+    optimised = list(dump.glob("*cpu_after_optimizations.txt"))
+    assert optimised
+    return sum(path.read_text().count("__ynn_fusion") for path in optimised)
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "tensorflow", reason="TensorFlow's XLA"
+)
+def test_a_tensorflow_xla_function_compiles_no_ynn_fusion(tmp_path):
+    opted_out = ynn_fusions_compiled(True, tmp_path / "opted_out")
+    if not opted_out:
+        pytest.skip("this CPU's XLA:CPU makes no YNNPACK fusion of it")
+    assert ynn_fusions_compiled(False, tmp_path / "skipped") == 0
