@@ -77,10 +77,9 @@ def skip_ynn_fusions():
     fusion kinds. Under JAX (whose processes did not fault, and whose
     bfloat16 step ran slower without YNNPACK's reductions, stop 45) and
     torch, or with `KERAS_GMLP_YNN_FUSIONS=1` in the environment, it
-    does nothing.
-    The `keras-gmlp` command and the recipes call it before training.
-    Call it before TensorFlow's first XLA compilation, which reads
-    `XLA_FLAGS` once.
+    does nothing. The `keras-gmlp` command and the recipes call it before
+    training. Call it before TensorFlow's first XLA compilation, which
+    reads `XLA_FLAGS` once.
 
     Returns:
         bool. Whether the flag was added.

@@ -170,7 +170,8 @@ def ynn_fusions_compiled(opted_out, dump):
     optimised HLO names each `__ynn_fusion`."""
     import os
 
-    env = dict(os.environ, KERAS_GMLP_YNN_FUSIONS="1" if opted_out else "0")
+    env = dict(os.environ)
+    env[xla_flags.YNN_ENV_VARIABLE] = "1" if opted_out else "0"
     env["XLA_FLAGS"] = f"--xla_dump_to={dump} --xla_dump_hlo_as_text"
     assert last_line_of(YNN_PROBE, env) == str(not opted_out)
     optimised = list(dump.glob("*cpu_after_optimizations.txt"))
