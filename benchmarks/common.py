@@ -431,17 +431,15 @@ RESTARTED_WORKERS = []
 
 def threads_worker(measure, share_cores, steps):
     """A TensorFlow worker of a process-per-form A/B: after
-    `prefer_wide_vectors()`, `skip_ynn_fusions()` and, if `share_cores`,
+    `set_job_xla_flags()` and, if `share_cores`,
     `share_cores_between_chains()` (as the jobs run), prints `measure`'s
     median step in seconds and the intra-op threads as JSON."""
     import tensorflow as tf
 
-    from keras_gmlp.training import prefer_wide_vectors
+    from keras_gmlp.training import set_job_xla_flags
     from keras_gmlp.training import share_cores_between_chains
-    from keras_gmlp.training import skip_ynn_fusions
 
-    prefer_wide_vectors()
-    skip_ynn_fusions()
+    set_job_xla_flags()
     if share_cores:
         share_cores_between_chains()
     seconds = median_step_seconds(measured_step(measure), steps)

@@ -8,8 +8,8 @@ given, 4,096 tokens a batch, the recipe's loss, metrics and optimizer;
 `masked_lm_speed.variant_ab`), x `materialised` (above 1: the FFT
 faster). The forms' outputs agree to float32 rounding
 (`tests/layers/test_spatial_gating_unit_toeplitz.py`). Under JAX after
-`reuse_freed_memory()`, under TensorFlow after `prefer_wide_vectors()`
-and `skip_ynn_fusions()`, as the `keras-gmlp` command runs them. Where
+`reuse_freed_memory()`, under TensorFlow after `set_job_xla_flags()`,
+as the `keras-gmlp` command runs them. Where
 the materialised product runs, the training call recomputes the gate;
 the FFT's does not.
 
@@ -83,11 +83,9 @@ def main():
 
         reuse_freed_memory()
     if keras.config.backend() == "tensorflow":
-        from keras_gmlp.training import prefer_wide_vectors
-        from keras_gmlp.training import skip_ynn_fusions
+        from keras_gmlp.training import set_job_xla_flags
 
-        prefer_wide_vectors()
-        skip_ynn_fusions()
+        set_job_xla_flags()
     if args.num_layers is not None:
         masked_lm_speed.MODELS["gmlp"] = ["--num-layers", str(args.num_layers)]
     crossover = args.crossover or min(args.lengths)

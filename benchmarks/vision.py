@@ -242,9 +242,9 @@ Xeon without AVX512-BF16/AMX, load 6-9:
   then that of `CHAINS` products side by side, each on its share, so the
   MFU divides by what the cores do in that setting.
 - `--job-xla-flags` (stop 60): the TensorFlow worker's XLA functions are
-  compiled as the jobs' are, after `prefer_wide_vectors()` (512-bit
-  vectors on a CPU with AVX-512) and `skip_ynn_fusions()` (no YNNPACK
-  fusions); the results record each Keras worker's `XLA_FLAGS`.
+  compiled as the jobs' are, after `set_job_xla_flags()` (512-bit
+  vectors on a CPU with AVX-512, no YNNPACK fusions); the results record
+  each Keras worker's `XLA_FLAGS`.
 
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 --rounds 3
@@ -282,11 +282,9 @@ def worker(args):
     import numpy as np
 
     if args.job_xla_flags:
-        from keras_gmlp.training import prefer_wide_vectors
-        from keras_gmlp.training import skip_ynn_fusions
+        from keras_gmlp.training import set_job_xla_flags
 
-        prefer_wide_vectors()  # each does nothing outside TensorFlow
-        skip_ynn_fusions()
+        set_job_xla_flags()  # does nothing outside TensorFlow
     common.start_reusing_freed_memory(args.reuse_freed_memory)
     shared = common.configure_threads(args.threads, args.share_cores)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
@@ -708,7 +706,7 @@ def main():
         "--job-xla-flags",
         action="store_true",
         help="the TensorFlow worker calls keras_gmlp.training."
-        "prefer_wide_vectors() and skip_ynn_fusions() first, as the jobs do",
+        "set_job_xla_flags() first, as the jobs do",
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2, help="per timing")

@@ -210,13 +210,11 @@ def main(argv=None):
     """Runs `keras-gmlp`; returns the exit status (0).
 
     Run as the program (`argv` `None`), a training command first calls
-    `keras_gmlp.training.reuse_freed_memory()` (under JAX, each step then
-    reuses the memory the last one freed), `prefer_wide_vectors()`
-    (under TensorFlow on a CPU with AVX-512, the XLA functions with
-    512-bit vectors), `skip_ynn_fusions()` (under TensorFlow, no YNNPACK
-    fusions: building them crashed) and `share_cores_between_chains()`
-    (under TensorFlow, each op on its share of the cores, for the
-    backbones' two chains).
+    `keras_gmlp.training.configure_training_process()`: under JAX each
+    step then reuses the memory the last one freed; under TensorFlow the
+    XLA functions are compiled with the jobs' flags (512-bit vectors on a
+    CPU with AVX-512, no YNNPACK fusions) and each op runs on its share of
+    the cores, for the backbones' two chains.
 
     Args:
         argv: list of str or `None`. The arguments after the program
@@ -226,10 +224,7 @@ def main(argv=None):
     if argv is None and args.handler is _train:
         from keras_gmlp import training
 
-        training.reuse_freed_memory()
-        training.prefer_wide_vectors()
-        training.skip_ynn_fusions()
-        training.share_cores_between_chains()
+        training.configure_training_process()
     args.handler(args)
     return 0
 

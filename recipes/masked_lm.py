@@ -29,10 +29,7 @@ about the same number of parameters through the same pipeline;
 
 import sys
 
-from keras_gmlp.training import prefer_wide_vectors
-from keras_gmlp.training import reuse_freed_memory
-from keras_gmlp.training import share_cores_between_chains
-from keras_gmlp.training import skip_ynn_fusions
+from keras_gmlp.training import configure_training_process
 from keras_gmlp.training.arguments import config_from_args
 from keras_gmlp.training.arguments import positive_int
 from keras_gmlp.workflows import pretraining
@@ -69,8 +66,5 @@ def main(argv=None, callbacks=None):
 
 
 if __name__ == "__main__":
-    reuse_freed_memory()  # under JAX: no page faults per step
-    prefer_wide_vectors()  # TensorFlow's XLA functions, AVX-512
-    skip_ynn_fusions()  # TensorFlow's XLA functions: no YNNPACK crash
-    share_cores_between_chains()  # TensorFlow: ops' threads per chain
+    configure_training_process()  # first: memory, XLA flags, threads
     main(sys.argv[1:])

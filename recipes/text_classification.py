@@ -23,10 +23,7 @@ python recipes/text_classification.py --tfds-name glue/sst2 \\
 
 import sys
 
-from keras_gmlp.training import prefer_wide_vectors
-from keras_gmlp.training import reuse_freed_memory
-from keras_gmlp.training import share_cores_between_chains
-from keras_gmlp.training import skip_ynn_fusions
+from keras_gmlp.training import configure_training_process
 from keras_gmlp.workflows import text_classification
 
 
@@ -44,8 +41,5 @@ def main(argv=None, callbacks=None):
 
 
 if __name__ == "__main__":
-    reuse_freed_memory()  # under JAX: no page faults per step
-    prefer_wide_vectors()  # TensorFlow's XLA functions, AVX-512
-    skip_ynn_fusions()  # TensorFlow's XLA functions: no YNNPACK crash
-    share_cores_between_chains()  # TensorFlow: ops' threads per chain
+    configure_training_process()  # first: memory, XLA flags, threads
     main(sys.argv[1:])

@@ -303,17 +303,14 @@ def test_the_program_reuses_freed_memory_for_training_only(
     events = []
     monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
     monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
+    # Through the jobs' process settings, as the program runs them; the
+    # other settings would change this process's (tests/training/).
+    settings = "keras_gmlp.training.process_settings"
     monkeypatch.setattr(
-        "keras_gmlp.training.reuse_freed_memory",
-        lambda: events.append("reuse"),
+        f"{settings}.reuse_freed_memory", lambda: events.append("reuse")
     )
-    # The other settings would change this process's (tests/training/).
-    for name in (
-        "prefer_wide_vectors",
-        "skip_ynn_fusions",
-        "share_cores_between_chains",
-    ):
-        monkeypatch.setattr(f"keras_gmlp.training.{name}", lambda: None)
+    for name in ("set_job_xla_flags", "share_cores_between_chains"):
+        monkeypatch.setattr(f"{settings}.{name}", lambda: None)
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
 
     assert cli.main() == 0

@@ -44,10 +44,14 @@ Memory (`keras_gmlp.training.allocator`):
 XLA settings (`keras_gmlp.training.xla_flags`):
     `prefer_wide_vectors()`: under TensorFlow on a CPU with AVX-512, the
     XLA functions written with 512-bit vectors; `skip_ynn_fusions()`:
-    under TensorFlow, no YNNPACK fusions (a crash in building them).
+    under TensorFlow, no YNNPACK fusions (a crash in building them);
+    `set_job_xla_flags()`: both, as the jobs set them.
 Threads (`keras_gmlp.training.threads`):
     `share_cores_between_chains()`: under TensorFlow, each op on its
     share of the cores, for the image backbone's two chains.
+The jobs' process (`keras_gmlp.training.process_settings`):
+    `configure_training_process()`: the three settings above that the
+    `keras-gmlp` command and the recipes apply before training.
 """
 
 from keras_gmlp.training.allocator import reuse_freed_memory
@@ -62,6 +66,7 @@ from keras_gmlp.training.distribution import split_cpu_for_tests
 from keras_gmlp.training.fused_adamw import FusedAdamW
 from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.optimizers import build_optimizer_before_tracing
+from keras_gmlp.training.process_settings import configure_training_process
 from keras_gmlp.training.results import WallClock
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
@@ -80,6 +85,7 @@ from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution
 from keras_gmlp.training.threads import share_cores_between_chains
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
+from keras_gmlp.training.xla_flags import set_job_xla_flags
 from keras_gmlp.training.xla_flags import skip_ynn_fusions
 
 __all__ = [
@@ -99,6 +105,7 @@ __all__ = [
     "common_parser",
     "config_from_args",
     "configure_run",
+    "configure_training_process",
     "fit",
     "get_distribution",
     "global_batch_size",
@@ -106,6 +113,7 @@ __all__ = [
     "reuse_freed_memory",
     "run_distribution",
     "scaled_learning_rate",
+    "set_job_xla_flags",
     "share_cores_between_chains",
     "skip_ynn_fusions",
     "split_cpu_for_tests",

@@ -99,6 +99,40 @@ def skip_ynn_fusions():
     return _append_flag(NO_YNN_FUSIONS_FLAG)
 
 
+def set_job_xla_flags(cpuinfo_path="/proc/cpuinfo"):
+    """Sets XLA:CPU's flags for TensorFlow's XLA functions as the jobs set
+    them: `prefer_wide_vectors()` (512-bit vectors on a CPU with AVX-512)
+    and `skip_ynn_fusions()` (no YNNPACK fusions). A new flag for the jobs
+    goes here, so the command, the recipes and the benchmarks that run
+    "as the jobs do" all take it.
+
+    Each does nothing under JAX and torch, or where its environment
+    variable turns it off (their docstrings). Call it before TensorFlow's
+    first XLA compilation, which reads `XLA_FLAGS` once.
+
+    Args:
+        cpuinfo_path: path of a Linux `/proc/cpuinfo`-format file, for
+            `prefer_wide_vectors`.
+
+    Returns:
+        tuple of str. The flags added to `XLA_FLAGS`.
+
+    Example:
+
+    ```python
+    from keras_gmlp.training import set_job_xla_flags
+
+    set_job_xla_flags()  # first: before the first XLA function runs
+    ```
+    """
+    added = []
+    if prefer_wide_vectors(cpuinfo_path):
+        added.append(WIDE_VECTORS_FLAG)
+    if skip_ynn_fusions():
+        added.append(NO_YNN_FUSIONS_FLAG)
+    return tuple(added)
+
+
 def _append_flag(flag):
     """Appends `flag` (`--option=value`) to `XLA_FLAGS` unless that sets
     its option already; returns whether it did."""

@@ -118,27 +118,20 @@ def test_leaves_the_threads_where_tensorflow_sees_a_gpu():
     ],
 )
 def test_the_program_shares_cores_for_training_only(argv, shared, monkeypatch):
+    # The process settings (threads, memory, XLA flags) go through one
+    # function, before the command's work: its own settings are tested in
+    # tests/training/test_process_settings.py.
     events = []
     monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
     monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
-    for name in (
-        "reuse_freed_memory",
-        "prefer_wide_vectors",
-        "skip_ynn_fusions",
-        "share_cores_between_chains",
-    ):
-        monkeypatch.setattr(
-            f"keras_gmlp.training.{name}",
-            lambda name=name: events.append(name),
-        )
+    monkeypatch.setattr(
+        "keras_gmlp.training.configure_training_process",
+        lambda: events.append("configure"),
+    )
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
 
     assert cli.main() == 0
-    assert ("share_cores_between_chains" in events) == shared
-    # TensorFlow's XLA settings, read at its first XLA compilation.
-    assert ("skip_ynn_fusions" in events) == shared
-    assert ("prefer_wide_vectors" in events) == shared
-    assert events[-1] in ("train", "info")
+    assert events == (["configure", "train"] if shared else ["info"])
     events.clear()
     assert cli.main(argv) == 0
     assert events == ["train" if shared else "info"]

@@ -1,6 +1,7 @@
 """`keras_gmlp.training.prefer_wide_vectors`: XLA:CPU's 512-bit vectors for
 TensorFlow's XLA functions, where the CPU has AVX-512; `skip_ynn_fusions`:
-no YNNPACK fusions in them."""
+no YNNPACK fusions in them; `set_job_xla_flags`: both, as the jobs set
+them."""
 
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pytest
 
 from keras_gmlp.training import xla_flags
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
+from keras_gmlp.training.xla_flags import set_job_xla_flags
 from keras_gmlp.training.xla_flags import skip_ynn_fusions
 
 AVX512 = "flags\t\t: fpu fma avx2 avx512f avx512_bf16\n"
@@ -187,3 +189,31 @@ def test_a_tensorflow_xla_function_compiles_no_ynn_fusion(tmp_path):
     if not opted_out:
         pytest.skip("this CPU's XLA:CPU makes no YNNPACK fusion of it")
     assert ynn_fusions_compiled(False, tmp_path / "skipped") == 0
+
+
+@pytest.mark.parametrize("flags_line", [AVX512, AVX2], ids=["avx512", "avx2"])
+def test_the_jobs_flags_under_tensorflow(flags_line, environment, cpuinfo):
+    import os
+
+    environment.setenv("XLA_FLAGS", "--xla_dump_to=/tmp/somewhere")
+    wide = ["--xla_cpu_prefer_vector_width=512"] if flags_line == AVX512 else []
+    expected = [*wide, "--xla_cpu_experimental_ynn_fusion_type="]
+    assert set_job_xla_flags(cpuinfo(flags_line)) == tuple(expected)
+    assert os.environ["XLA_FLAGS"].split() == [
+        "--xla_dump_to=/tmp/somewhere",
+        *expected,
+    ]
+    # Set once: a second call adds nothing.
+    assert set_job_xla_flags(cpuinfo(flags_line)) == ()
+    assert len(os.environ["XLA_FLAGS"].split()) == 1 + len(expected)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_jobs_flags_leave_other_backends_alone(
+    backend, environment, cpuinfo
+):
+    import os
+
+    environment.setattr(keras.config, "backend", lambda: backend)
+    assert set_job_xla_flags(cpuinfo(AVX512)) == ()
+    assert "XLA_FLAGS" not in os.environ
