@@ -50,8 +50,9 @@ Threads (`keras_gmlp.training.threads`):
     `share_cores_between_chains()`: under TensorFlow, each op on its
     share of the cores, for the image backbone's two chains.
 The jobs' process (`keras_gmlp.training.process_settings`):
-    `configure_training_process()`: the three settings above that the
-    `keras-gmlp` command and the recipes apply before training.
+    `configure_training_process()`: `reuse_freed_memory()`,
+    `set_job_xla_flags()` and `share_cores_between_chains()`, as the
+    `keras-gmlp` command and the recipes apply them before training.
 """
 
 from keras_gmlp.training.allocator import reuse_freed_memory
