@@ -6,8 +6,6 @@ test_threads.py and test_xla_flags.py)."""
 import json
 import os
 import platform
-import subprocess
-import sys
 
 import keras
 import pytest
@@ -18,6 +16,7 @@ from keras_gmlp.models.batch_chains import usable_cores
 from keras_gmlp.training import allocator
 from keras_gmlp.training import threads
 from keras_gmlp.training import xla_flags
+from tests.fresh_python import last_line_of
 
 OPT_OUTS = {
     allocator.ENV_VARIABLE: "0",
@@ -57,15 +56,7 @@ def configured(opted_out):
     }
     if opted_out:
         env.update(OPT_OUTS)
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return json.loads(last_line_of(PROBE, env))
 
 
 def test_the_jobs_settings_take_effect():

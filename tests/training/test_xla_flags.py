@@ -3,9 +3,6 @@ TensorFlow's XLA functions, where the CPU has AVX-512; `skip_ynn_fusions`:
 no YNNPACK fusions in them; `set_job_xla_flags`: both, as the jobs set
 them."""
 
-import subprocess
-import sys
-
 import keras
 import pytest
 
@@ -13,6 +10,7 @@ from keras_gmlp.training import xla_flags
 from keras_gmlp.training.xla_flags import prefer_wide_vectors
 from keras_gmlp.training.xla_flags import set_job_xla_flags
 from keras_gmlp.training.xla_flags import skip_ynn_fusions
+from tests.fresh_python import last_line_of
 
 AVX512 = "flags\t\t: fpu fma avx2 avx512f avx512_bf16\n"
 AVX2 = "flags\t\t: fpu fma avx2\n"
@@ -71,20 +69,6 @@ def test_leaves_xla_flags_alone(case, environment, cpuinfo):
     before = os.environ.get("XLA_FLAGS")
     assert prefer_wide_vectors(cpuinfo(flags_line)) is False
     assert os.environ.get("XLA_FLAGS") == before
-
-
-def last_line_of(program, env):
-    """The last line `program` printed, run in a fresh Python in `env`;
-    fails the test if it fails."""
-    result = subprocess.run(
-        [sys.executable, "-c", program],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout.strip().splitlines()[-1]
 
 
 PROBE = """
