@@ -6,10 +6,12 @@ test_threads.py and test_xla_flags.py)."""
 import json
 import os
 import platform
+import sys
 
 import keras
 import pytest
 
+from keras_gmlp import cli
 from keras_gmlp.layers.cpu_features import has_avx512
 from keras_gmlp.models.batch_chains import CHAINS
 from keras_gmlp.models.batch_chains import usable_cores
@@ -99,3 +101,31 @@ def test_each_setting_has_its_opt_out():
         assert report["threads"] == 0  # TensorFlow's default: every core
     if backend == "jax":
         assert report["async"] is True
+
+
+@pytest.mark.parametrize(
+    "argv, shared",
+    [
+        (["train-image-classifier", "--dataset", "digits"], True),
+        (["pretrain", "--text-files", "corpus.txt"], True),
+        (["info", "gmlp_ti16_224"], False),
+    ],
+)
+def test_the_program_configures_the_process_for_training_only(
+    argv, shared, monkeypatch
+):
+    # The settings (threads, memory, XLA flags), before the command's work.
+    events = []
+    monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
+    monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
+    monkeypatch.setattr(
+        "keras_gmlp.training.configure_training_process",
+        lambda: events.append("configure"),
+    )
+    monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
+
+    assert cli.main() == 0
+    assert events == (["configure", "train"] if shared else ["info"])
+    events.clear()
+    assert cli.main(argv) == 0
+    assert events == ["train" if shared else "info"]

@@ -7,7 +7,6 @@ import sys
 import keras
 import pytest
 
-from keras_gmlp import cli
 from keras_gmlp.models.batch_chains import CHAINS
 from keras_gmlp.training import threads
 from keras_gmlp.training.threads import share_cores_between_chains
@@ -107,31 +106,3 @@ def test_warns_and_changes_nothing_once_the_runtime_started():
 )
 def test_leaves_the_threads_where_tensorflow_sees_a_gpu():
     assert probe(2, "gpu") == ["None", "None", "0", "0"]
-
-
-@pytest.mark.parametrize(
-    "argv, shared",
-    [
-        (["train-image-classifier", "--dataset", "digits"], True),
-        (["pretrain", "--text-files", "corpus.txt"], True),
-        (["info", "gmlp_ti16_224"], False),
-    ],
-)
-def test_the_program_shares_cores_for_training_only(argv, shared, monkeypatch):
-    # The process settings (threads, memory, XLA flags) go through one
-    # function, before the command's work: its own settings are tested in
-    # tests/training/test_process_settings.py.
-    events = []
-    monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
-    monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
-    monkeypatch.setattr(
-        "keras_gmlp.training.configure_training_process",
-        lambda: events.append("configure"),
-    )
-    monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
-
-    assert cli.main() == 0
-    assert events == (["configure", "train"] if shared else ["info"])
-    events.clear()
-    assert cli.main(argv) == 0
-    assert events == ["train" if shared else "info"]
