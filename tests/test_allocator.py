@@ -1,6 +1,7 @@
 """`keras_gmlp.training.reuse_freed_memory`: a JAX computation's freed
-temporaries are reused, already in memory, by the next call; and who
-calls it.
+temporaries are reused, already in memory, by the next call (the
+program's call of it, through `configure_training_process`, is tested in
+tests/training/test_process_settings.py).
 
 Each case runs in a fresh process: the settings hold for the whole
 process, and JAX reads its own when it starts.
@@ -14,7 +15,6 @@ import sys
 
 import pytest
 
-from keras_gmlp import cli
 from keras_gmlp.training import allocator
 from tests.page_faults import SECOND_FILL_FAULTS
 
@@ -288,35 +288,3 @@ def test_aligned_copies_only_what_does_not_start_on_64_bytes(dtype):
     columns = allocator.aligned(values[:, ::2])
     assert columns.flags.c_contiguous
     np.testing.assert_array_equal(columns, values[:, ::2])
-
-
-@pytest.mark.parametrize(
-    "argv, calls",
-    [
-        (["train-image-classifier", "--dataset", "digits"], 1),
-        (["info", "gmlp_ti16_224"], 0),
-    ],
-)
-def test_the_program_reuses_freed_memory_for_training_only(
-    argv, calls, monkeypatch, tmp_path
-):
-    events = []
-    monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
-    monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
-    # Through the jobs' process settings, as the program runs them; the
-    # other settings would change this process's (tests/training/).
-    settings = "keras_gmlp.training.process_settings"
-    monkeypatch.setattr(
-        f"{settings}.reuse_freed_memory", lambda: events.append("reuse")
-    )
-    for name in ("set_job_xla_flags", "share_cores_between_chains"):
-        monkeypatch.setattr(f"{settings}.{name}", lambda: None)
-    monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
-
-    assert cli.main() == 0
-    assert events.count("reuse") == calls
-    assert events[-1] in ("train", "info")
-    # Called from Python with its arguments, it changes nothing.
-    events.clear()
-    assert cli.main(argv) == 0
-    assert "reuse" not in events
