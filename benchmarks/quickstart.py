@@ -28,10 +28,16 @@ s each, 1.15 s in all; alone, in a fresh process, 0.15 s a shape and
 0.46 s for a `(64, 10)` kernel). `--xla_backend_optimization_level=0`
 halves those compilations but changes the drawn values in their last
 bits (a `(16, 64)` draw's sum 0.5008469 against 0.5008467), so the
-package does not take it. In `fit` XLA compiles the training step in
-1.9 s and the test step in 0.45 s; the 560 compiled calls (440 training
-steps of 64 images, 120 held-out batches) take 4.5 s, the batches from
-tf.data 1.4 s. Under
+package does not take it. Since stop 63 the `keras-gmlp` command calls
+`keras_gmlp.training.compile_jax_draws_once()`, which draws in chunks
+through one compilation per distribution, with the same bits: building
+this model under JAX now takes 0.60 s instead of 1.84 s
+(`benchmarks/model_build.py`); the whole command, 0.92x of the same
+command with `KERAS_GMLP_JAX_DRAWS=0` (medians of four alternated
+rounds, `quickstart_epyc25_stop64.json`; the rounds spread 23-31 s).
+In `fit` XLA compiles the training step in 1.9 s and the test step in
+0.45 s; the 560 compiled calls (440 training steps of 64 images, 120
+held-out batches) take 4.5 s, the batches from tf.data 1.4 s. Under
 TensorFlow the SavedModel export is the larger part of the outputs (3.8
 s against 2.0 s from JAX).
 
@@ -62,15 +68,31 @@ COMMAND = [
 ]
 
 
-def run_once(backend, extra_flags):
+def parse_form(form):
+    """`(backend, environment)` of a `--backends` entry: a backend name,
+    optionally with variables, e.g. `jax:KERAS_GMLP_JAX_DRAWS=0`."""
+    backend, _, assignments = form.partition(":")
+    environment = {}
+    for assignment in filter(None, assignments.split(",")):
+        name, equals, value = assignment.partition("=")
+        if not equals:
+            raise ValueError(
+                f"expected NAME=VALUE in {form!r}, got {assignment!r}"
+            )
+        environment[name] = value
+    return backend, environment
+
+
+def run_once(form, extra_flags):
     """One quick-start run: `(wall seconds, results.json)`."""
+    backend, environment = parse_form(form)
     folder = tempfile.mkdtemp(prefix=f"quickstart_{backend}_")
     try:
         command = [sys.executable, *COMMAND, "--output-dir", folder]
         started = time.perf_counter()
         subprocess.run(
             command + list(extra_flags),
-            env=common.worker_env(backend, None),
+            env={**common.worker_env(backend, None), **environment},
             check=True,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -87,7 +109,13 @@ def main(argv=None):
         description=__doc__.splitlines()[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--backends", nargs="+", default=list(common.BACKENDS))
+    parser.add_argument(
+        "--backends",
+        nargs="+",
+        default=list(common.BACKENDS),
+        help="backends, each optionally with environment variables "
+        "(jax:KERAS_GMLP_JAX_DRAWS=0)",
+    )
     parser.add_argument("--baseline", default="jax")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(

@@ -214,17 +214,23 @@ def main(argv=None):
     step then reuses the memory the last one freed; under TensorFlow the
     XLA functions are compiled with the jobs' flags (512-bit vectors on a
     CPU with AVX-512, no YNNPACK fusions) and each op runs on its share of
-    the cores, for the backbones' two chains.
+    the cores, for the backbones' two chains. Every other command first
+    calls `keras_gmlp.training.compile_jax_draws_once()` (part of those
+    settings): under JAX, building a model then compiles its initializers'
+    draws once per distribution, not once per shape.
 
     Args:
         argv: list of str or `None`. The arguments after the program
             name. Defaults to `sys.argv[1:]`.
     """
     args = build_parser().parse_args(argv)
-    if argv is None and args.handler is _train:
+    if argv is None:
         from keras_gmlp import training
 
-        training.configure_training_process()
+        if args.handler is _train:
+            training.configure_training_process()
+        else:
+            training.compile_jax_draws_once()
     args.handler(args)
     return 0
 

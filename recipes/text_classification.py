@@ -41,5 +41,5 @@ def main(argv=None, callbacks=None):
 
 
 if __name__ == "__main__":
-    configure_training_process()  # first: memory, XLA flags, threads
+    configure_training_process()  # first: memory, XLA flags, threads, draws
     main(sys.argv[1:])

@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import common
 from benchmarks import masked_lm_speed
+from benchmarks import quickstart
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 SHARED_PARSERS = {
@@ -125,3 +126,20 @@ def test_a_process_ab_worker_takes_every_pairs_forms(monkeypatch):
         )
         masked_lm_processes.main()
     assert ran == ["bert", "gmlp", "bert_amlp", "amlp"]
+
+
+@pytest.mark.parametrize(
+    "form, expected",
+    [
+        ("jax", ("jax", {})),
+        ("jax:KERAS_GMLP_JAX_DRAWS=0", ("jax", {"KERAS_GMLP_JAX_DRAWS": "0"})),
+        ("torch:A=1,B=x=y", ("torch", {"A": "1", "B": "x=y"})),
+    ],
+)
+def test_a_quickstart_form_names_its_backend_and_variables(form, expected):
+    assert quickstart.parse_form(form) == expected
+
+
+def test_a_quickstart_form_without_a_value_is_refused():
+    with pytest.raises(ValueError, match="NAME=VALUE.*'KERAS_GMLP_JAX_DRAWS'"):
+        quickstart.parse_form("jax:KERAS_GMLP_JAX_DRAWS")

@@ -49,10 +49,14 @@ XLA settings (`keras_gmlp.training.xla_flags`):
 Threads (`keras_gmlp.training.threads`):
     `share_cores_between_chains()`: under TensorFlow, each op on its
     share of the cores, for the image backbone's two chains.
+JAX's draws (`keras_gmlp.training.jax_draws`):
+    `compile_jax_draws_once()`: under JAX, Keras' initializers draw their
+    values through one compilation per distribution, not one per shape.
 The jobs' process (`keras_gmlp.training.process_settings`):
     `configure_training_process()`: `reuse_freed_memory()`,
-    `set_job_xla_flags()` and `share_cores_between_chains()`, as the
-    `keras-gmlp` command and the recipes apply them before training.
+    `set_job_xla_flags()`, `share_cores_between_chains()` and
+    `compile_jax_draws_once()`, as the `keras-gmlp` command and the
+    recipes apply them before training.
 """
 
 from keras_gmlp.training.allocator import reuse_freed_memory
@@ -65,6 +69,7 @@ from keras_gmlp.training.distribution import Distribution
 from keras_gmlp.training.distribution import get_distribution
 from keras_gmlp.training.distribution import split_cpu_for_tests
 from keras_gmlp.training.fused_adamw import FusedAdamW
+from keras_gmlp.training.jax_draws import compile_jax_draws_once
 from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.process_settings import configure_training_process
@@ -106,6 +111,7 @@ __all__ = [
     "common_parser",
     "config_from_args",
     "configure_run",
+    "compile_jax_draws_once",
     "configure_training_process",
     "fit",
     "get_distribution",

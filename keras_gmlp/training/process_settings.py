@@ -2,6 +2,7 @@
 apply before training, in one place."""
 
 from keras_gmlp.training.allocator import reuse_freed_memory
+from keras_gmlp.training.jax_draws import compile_jax_draws_once
 from keras_gmlp.training.threads import share_cores_between_chains
 from keras_gmlp.training.xla_flags import set_job_xla_flags
 
@@ -17,7 +18,10 @@ def configure_training_process():
       512-bit vectors on a CPU with AVX-512, and without YNNPACK fusions
       (building them crashed);
     - `share_cores_between_chains()`: under TensorFlow, each op on its
-      share of the cores, for the backbones' two chains over the batch.
+      share of the cores, for the backbones' two chains over the batch;
+    - `compile_jax_draws_once()`: under JAX, Keras' initializers draw
+      their values through one compilation per distribution instead of
+      one per shape (the same values).
 
     Each does nothing under the backends it is not for, and each has its
     own environment variable to turn it off (their docstrings). The
@@ -43,4 +47,5 @@ def configure_training_process():
         "reuse_freed_memory": reuse_freed_memory(),
         "set_job_xla_flags": set_job_xla_flags(),
         "share_cores_between_chains": share_cores_between_chains(),
+        "compile_jax_draws_once": compile_jax_draws_once(),
     }

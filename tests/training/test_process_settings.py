@@ -16,6 +16,7 @@ from keras_gmlp.layers.cpu_features import has_avx512
 from keras_gmlp.models.batch_chains import CHAINS
 from keras_gmlp.models.batch_chains import usable_cores
 from keras_gmlp.training import allocator
+from keras_gmlp.training import jax_draws
 from keras_gmlp.training import threads
 from keras_gmlp.training import xla_flags
 from tests.fresh_python import last_line_of
@@ -25,6 +26,7 @@ OPT_OUTS = {
     xla_flags.ENV_VARIABLE: "0",
     xla_flags.YNN_ENV_VARIABLE: "1",
     threads.ENV_VARIABLE: "0",
+    jax_draws.ENV_VARIABLE: "0",
 }
 
 PROBE = """
@@ -44,6 +46,9 @@ if keras.config.backend() == "jax":
 
     jax.numpy.ones(3).block_until_ready()  # JAX's CPU client started
     report["async"] = jax.config.read("jax_cpu_enable_async_dispatch")
+    from keras.src.backend.jax import random as keras_jax_random
+
+    report["draws_module"] = keras_jax_random.uniform.__module__
 print(json.dumps(report))
 """
 
@@ -80,9 +85,11 @@ def test_the_jobs_settings_take_effect():
         assert returned["set_job_xla_flags"] == []
         assert report["xla_flags"] == before
         assert returned["share_cores_between_chains"] is None
+    assert returned["compile_jax_draws_once"] is (backend == "jax")
     if backend == "jax":
         # Each step on the calling thread, which keeps the freed buffer.
         assert report["async"] is not glibc
+        assert report["draws_module"] == jax_draws.__name__
 
 
 @pytest.mark.skipif(
@@ -95,12 +102,14 @@ def test_each_setting_has_its_opt_out():
         "reuse_freed_memory": False,
         "set_job_xla_flags": [],
         "share_cores_between_chains": None,
+        "compile_jax_draws_once": False,
     }
     assert report["xla_flags"] == os.environ.get("XLA_FLAGS", "")
     if backend == "tensorflow":
         assert report["threads"] == 0  # TensorFlow's default: every core
     if backend == "jax":
         assert report["async"] is True
+        assert report["draws_module"] == "keras.src.backend.jax.random"
 
 
 @pytest.mark.parametrize(
@@ -111,7 +120,7 @@ def test_each_setting_has_its_opt_out():
         (["info", "gmlp_ti16_224"], False),
     ],
 )
-def test_the_program_configures_the_process_for_training_only(
+def test_the_program_configures_the_process_before_its_command(
     argv, shared, monkeypatch
 ):
     # The settings (threads, memory, XLA flags), before the command's work.
@@ -122,10 +131,14 @@ def test_the_program_configures_the_process_for_training_only(
         "keras_gmlp.training.configure_training_process",
         lambda: events.append("configure"),
     )
+    monkeypatch.setattr(
+        "keras_gmlp.training.compile_jax_draws_once",
+        lambda: events.append("draws"),
+    )
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])
 
     assert cli.main() == 0
-    assert events == (["configure", "train"] if shared else ["info"])
+    assert events == (["configure", "train"] if shared else ["draws", "info"])
     events.clear()
     assert cli.main(argv) == 0
     assert events == ["train" if shared else "info"]
