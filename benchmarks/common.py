@@ -606,6 +606,22 @@ def print_table(rows, columns):
         print("| " + " | ".join(cell(row.get(c)) for c in columns) + " |")
 
 
+def digits_job_task():
+    """The digits quick-start's classifier task, untrained: the model part
+    of the job's defaults (`IMAGE_DATASET_DEFAULTS["digits"]`), ten
+    classes of one-channel images, built as the job builds it."""
+    from keras_gmlp.training.run_config import IMAGE_DATASET_DEFAULTS
+    from keras_gmlp.workflows import image_classification
+
+    model_config = dict(
+        IMAGE_DATASET_DEFAULTS["digits"]["model"],
+        num_classes=10,
+        num_channels=1,
+    )
+    task, _ = image_classification.build_model(None, model_config)
+    return task
+
+
 # ------------------------------------------------------------------ timing
 
 

@@ -46,21 +46,9 @@ def quickstart_model():
     import numpy as np
 
     from keras_gmlp.training.optimizers import adamw
-    from keras_gmlp.workflows import image_classification
     from keras_gmlp.workflows.image_classification import classification_metrics
 
-    model, _ = image_classification.build_model(
-        None,
-        dict(
-            image_size=16,
-            patch_size=4,
-            num_layers=4,
-            hidden_dim=64,
-            ffn_dim=256,
-            num_classes=10,
-            num_channels=1,
-        ),
-    )
+    model = common.digits_job_task()
     model.compile(
         optimizer=adamw(3e-3, model=model),
         loss=keras.losses.CategoricalCrossentropy(from_logits=True),

@@ -47,21 +47,7 @@ def build(model_name):
     """Builds `model_name` (the digits job's task, or a preset without its
     weights); returns its weights."""
     if model_name == "digits":
-        from keras_gmlp.workflows import image_classification
-
-        model, _ = image_classification.build_model(
-            None,
-            dict(
-                image_size=16,
-                patch_size=4,
-                num_layers=4,
-                hidden_dim=64,
-                ffn_dim=256,
-                num_classes=10,
-                num_channels=1,
-            ),
-        )
-        return model.weights
+        return common.digits_job_task().weights
     if model_name.startswith("gmlp_tiny"):
         from keras_gmlp.models import GMLPMaskedLM
 
