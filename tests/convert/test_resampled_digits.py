@@ -19,8 +19,6 @@ from keras_gmlp.models import GMLPImageClassifierPreprocessor
 from keras_gmlp.models import GMLPImageConverter
 
 
-
-
 def digits(seed=0, test_fraction=0.25):
     """Digits as uint8 images `(n, 8, 8, 1)`, split into train and test."""
     from sklearn.datasets import load_digits
