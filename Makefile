@@ -1,6 +1,7 @@
 # keras-gmlp: set-up, quick-start and tests on a fresh machine.
 #   make quickstart   set up, then train gMLP on scikit-learn's digits (offline)
 #   make test         set up, then lint and run the tests on all three backends
+#   make test-installs  each README install line in a fresh virtualenv
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +11,7 @@ QUICKSTART_BACKEND ?= jax
 # module fixtures are built once); 0 runs the tests in this process.
 TEST_WORKERS ?= 2
 
-.PHONY: setup quickstart test lint
+.PHONY: setup quickstart test test-installs lint
 
 setup: $(VENV)/.installed
 
@@ -34,3 +35,6 @@ test: lint
 			-n $(TEST_WORKERS) --dist loadfile --durations=10 \
 			-p no:cacheprovider || exit 1; \
 	done
+
+test-installs: setup
+	$(BIN)/python -m pytest -q -m large -p no:cacheprovider tests/test_installs.py

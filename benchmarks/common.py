@@ -1,23 +1,24 @@
 """What every benchmark records and how it times, shared by the scripts.
 
 `header()` describes the run: the backend, the library versions, the
-machine (CPU model, cores, the flags that decide matmul speed: FMA, AVX2,
-AVX-512, AVX512-BF16, AMX; memory), the variables that set threads, the
-load average (these machines are shared), the commit, the time and the
-command line. `write_results()` writes it, with the figures, to
-`benchmarks/results/<name>.json`. `alternate()` times several variants in
-interleaved rounds, so that drift in the machine's load hits all of them
-alike; report medians and ratios measured in the same run, never absolute
-figures alone. `timed()` gives wall and CPU seconds, `steady_step_peak()`
-a training step's peak memory with compilation over.
+machine (CPU model, family and model number, cores, the flags that decide
+matmul speed: FMA, AVX2, AVX-512, AVX512-BF16, AMX; memory), the variables
+that set threads, the load average (these machines are shared), the
+commit, the time and the command line. `write_results()` writes it, with
+the figures, to `benchmarks/results/<name>.json`; `print_table()` prints
+the rows. `alternate()` times several variants in interleaved rounds, so
+that drift in the machine's load hits all of them alike: report medians
+of ratios measured in the same run, never absolute figures alone.
+`timed()` gives wall and CPU seconds, `steady_step_peak()` a training
+step's peak memory with compilation over.
 
-The image benchmarks that drive worker processes (`vision.py`,
-`memory.py`, in part `live_memory.py`) share their flags
-(`image_benchmark_parser`), their workers' environment (`worker_env`), the
-timm worker's command line (`timm_worker_command`), a worker's loop on
-stdin (`serve`), the models' FLOPs (`forward_flops`) and, inside a Keras
-worker, the thread set-up (`configure_threads`), the compiled classifier
-(`build_image_classifier`) and the random batch (`random_image_batch`).
+The image benchmarks (`vision.py`, `memory.py`) share their flags
+(`image_benchmark_parser`), their workers' environment (`worker_env`),
+the timm worker's command line (`timm_worker_command`), the JSON-lines
+worker protocol (`Worker` and its other side, `serve`), the models' FLOPs
+(`forward_flops`) and, inside a Keras worker, the thread set-up
+(`configure_threads`), the compiled classifier (`build_image_classifier`)
+and the random batch (`random_image_batch`).
 
 Imports only the standard library at module level: Keras, numpy and the
 backends are imported by the functions that need them, so that a driver
@@ -26,7 +27,6 @@ timm one, `timm_worker.py`, which has no Keras) can import this module.
 """
 
 import argparse
-import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -69,7 +69,7 @@ VERSIONED = (
 # OpenMP's wait policy as the user set it (or None), read before any
 # `import keras_gmlp` in this process sets the package's default.
 USER_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
-# Variables that change glibc malloc's behaviour (`malloc_settings.py`).
+# Variables that change glibc malloc's behaviour, and so RSS.
 MALLOC_VARIABLES = (
     "GLIBC_TUNABLES",
     "MALLOC_ARENA_MAX",
@@ -107,9 +107,9 @@ def cpu_info(cpuinfo_path="/proc/cpuinfo"):
     `cpuinfo_path`.
 
     `family` and `model_number` are /proc/cpuinfo's `cpu family` and
-    `model` (`None` where it has none): machines named alike differ
-    (two 2-core "AMD EPYC" with the same flags ran JAX's float32 matmul
-    at 195 and 456-484 GFLOP/s; the second is family 26, model 2).
+    `model` (`None` where it has none): machines named alike differ (two
+    2-core "AMD EPYC" with the same flags, of families 25 and 26, differ
+    about 2x in matmul speed).
     `logical_cpus` counts the machine's, `usable_cpus` those this process
     may run on (its affinity); `flags` lists the `CPU_FLAGS` present;
     `native_bfloat16` says whether bfloat16 matmuls have hardware
@@ -300,296 +300,6 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def ab_row(baseline, candidate, baseline_name, candidate_name):
-    """A/B columns from two lists of seconds per call, one per round: each
-    side's median in ms, and the median and range over the rounds of the
-    baseline's seconds over the candidate's (above 1: the candidate is
-    faster)."""
-    per_round = [b / c for b, c in zip(baseline, candidate, strict=True)]
-    return {
-        f"{baseline_name}_ms": 1e3 * median(baseline),
-        f"{candidate_name}_ms": 1e3 * median(candidate),
-        f"x_{baseline_name}": median(per_round),
-        "rounds_min": min(per_round),
-        "rounds_max": max(per_round),
-    }
-
-
-def alternated_ab_row(
-    functions, baseline, candidate, rounds, target_s, **labels
-):
-    """`functions` (`{form: warm step}`, the two forms) timed in
-    interleaved rounds (`alternate`), as an `ab_row` after `labels`;
-    printed and returned."""
-    times = alternate(functions, rounds, target_s=target_s)
-    row = ab_row(times[baseline], times[candidate], baseline, candidate)
-    row = dict(labels, **row)
-    print(row, flush=True)
-    return row
-
-
-def measured_step(measure):
-    """A warm step function of `measure`, built in this process:
-
-    - `image <model> <policy> [train|infer]`: an image classifier's
-      `train_on_batch` (AdamW) or `predict_on_batch`, batch 32, 224 px;
-    - `masked_lm <n> [model]`: a masked LM's training step through
-      `masked_lm_speed.py`'s recipe, 4,096 tokens: `model` `gmlp` (the
-      default, `gmlp_tiny`) or another of its models (`bert`, matched to
-      `gmlp_tiny`).
-    """
-    kind, *details = measure.split()
-    if kind == "image":
-        model_name, policy, *mode = details
-        model = build_image_classifier(model_name, 224, "auto", policy)
-        images, labels = random_image_batch(32, 224)
-        if mode == ["infer"]:
-
-            def step():
-                return model.predict_on_batch(images)
-
-        else:
-
-            def step():
-                return model.train_on_batch(images, labels)
-
-    elif kind == "masked_lm":
-        from benchmarks import masked_lm_speed
-
-        length, *name = details
-        length = int(length)
-        model, _ = masked_lm_speed.build(
-            name[0] if name else "gmlp", "gmlp_tiny", length, 8192
-        )
-        x, y = masked_lm_speed.batch(model, length, 4096 // length, 8192)
-
-        def step():
-            return model.train_on_batch(x, y)
-
-    else:
-        raise ValueError(
-            f"Received measure={measure!r}; expected 'image <model> "
-            "<policy> [train|infer]' or 'masked_lm <n> [model]'."
-        )
-    for _ in range(3):
-        step()
-    return step
-
-
-def median_step_seconds(step, steps):
-    """The median of `steps` timed calls of `step()`, in seconds."""
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return median(times)
-
-
-def worker_report(
-    script, form, measure, steps, env, restarts=1, restarted=None
-):
-    """The last JSON line a fresh `python script --worker form --measure
-    measure --steps steps` printed, run in `env`.
-
-    A worker killed by a signal (a negative exit status: TensorFlow's
-    masked-LM workers, gMLP and keras-hub's BERT alike, died of a
-    segmentation fault in about one of 15-30 on an AMD EPYC of family 25,
-    in XLA:CPU's YNNPACK fusion thunk, stops 54 and 59, before
-    `skip_ynn_fusions`) is started again, up to `restarts` times, each
-    restart appended to `restarted` (a list) as `{"form", "measure",
-    "exit_status"}` and told on stderr; one that exits with an error
-    status is not (it would fail again). Raises `RuntimeError` with the
-    exit status and the end of stderr when the last run fails.
-    """
-    command = [sys.executable, os.path.abspath(script), "--worker", form]
-    command += ["--measure", measure, "--steps", str(steps)]
-    for attempt in range(restarts + 1):
-        result = subprocess.run(
-            command, env=env, capture_output=True, text=True
-        )
-        if result.returncode >= 0 or attempt == restarts:
-            break
-        restart = dict(
-            form=form, measure=measure, exit_status=result.returncode
-        )
-        if restarted is not None:
-            restarted.append(restart)
-        print(f"worker restarted: {restart}", file=sys.stderr, flush=True)
-    if result.returncode:
-        raise RuntimeError(
-            f"{form} {measure}: exit status {result.returncode}: "
-            f"{result.stderr[-2000:]}"
-        )
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-# The workers `threads_process` started again after a signal killed them
-# (`worker_report`), written with a `process_ab_main` run's results.
-RESTARTED_WORKERS = []
-
-
-def threads_worker(measure, share_cores, steps):
-    """A TensorFlow worker of a process-per-form A/B: after
-    `set_job_xla_flags()` and, if `share_cores`,
-    `share_cores_between_chains()` (as the jobs run), prints `measure`'s
-    median step in seconds and the intra-op threads as JSON."""
-    import tensorflow as tf
-
-    from keras_gmlp.training import set_job_xla_flags
-    from keras_gmlp.training import share_cores_between_chains
-
-    set_job_xla_flags()
-    if share_cores:
-        share_cores_between_chains()
-    seconds = median_step_seconds(measured_step(measure), steps)
-    threads = tf.config.threading.get_intra_op_parallelism_threads()
-    print(json.dumps(dict(seconds=seconds, intra_op_threads=threads)))
-
-
-def threads_process(script, form, measure, steps, share_cores):
-    """The median step (seconds) of a fresh `threads_worker` process of
-    `script` in `form`, its cores shared or not (`KERAS_GMLP_SHARE_CORES=0`
-    in its environment); an error if its threads say otherwise."""
-    env = dict(os.environ)
-    if not share_cores:
-        env["KERAS_GMLP_SHARE_CORES"] = "0"
-    report = worker_report(
-        script, form, measure, steps, env, restarted=RESTARTED_WORKERS
-    )
-    if (report["intra_op_threads"] != 0) != share_cores:
-        raise RuntimeError(
-            f"{form} {measure}: the process ran with "
-            f"{report['intra_op_threads']} intra-op threads (0: "
-            "TensorFlow's default); the environment sets them."
-        )
-    return report["seconds"]
-
-
-def process_ab_rows(timed_process, baseline, candidate, measures, rounds):
-    """An A/B of two process-wide forms: for each measure, `rounds`
-    rounds of one fresh process per form (`timed_process(form, measure)`
-    -> median step seconds), the forms' order alternating between rounds;
-    the `ab_row`s after their `measure`, each printed."""
-    rows = []
-    for measure in measures:
-        times = {baseline: [], candidate: []}
-        for round_index in range(rounds):
-            forms = [baseline, candidate][:: 1 if round_index % 2 else -1]
-            for form in forms:
-                times[form].append(timed_process(form, measure))
-        row = ab_row(times[baseline], times[candidate], baseline, candidate)
-        rows.append(dict(measure=measure, **row))
-        print(rows[-1], flush=True)
-    return rows
-
-
-def process_ab_columns(baseline, candidate):
-    """The table columns of `process_ab_rows`' rows."""
-    return [
-        "measure",
-        f"{baseline}_ms",
-        f"{candidate}_ms",
-        f"x_{baseline}",
-        "rounds_min",
-        "rounds_max",
-    ]
-
-
-def process_ab_main(
-    doc,
-    name,
-    forms,
-    measures,
-    worker,
-    timed_process,
-    backend,
-    reason,
-    other_pairs=(),
-):
-    """The main of an A/B of two process-wide forms (`forms`, baseline
-    first; `other_pairs` more `(baseline, candidate)` pairs, chosen with
-    `--candidate`): as a worker (`--worker FORM --measure M`),
-    `worker(form, measure, steps)`; as the driver, `process_ab_rows` of
-    `timed_process(form, measure, steps)` over `--measures` (default
-    `measures`; the masked LM's with 8x the steps), written to
-    `benchmarks/results/<name>[_<candidate>]<suffix>_<backend>.json` (the
-    candidate named when not `forms`'). Under `backend` only (`reason`
-    says why)."""
-    baselines = {forms[1]: forms[0]}
-    baselines.update({pair[1]: pair[0] for pair in other_pairs})
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--measures", nargs="+", default=measures)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--suffix", default="", help="results file suffix")
-    if other_pairs:
-        parser.add_argument(
-            "--candidate",
-            choices=list(baselines),
-            default=forms[1],
-            help="the form timed against its baseline",
-        )
-    parser.add_argument(
-        "--worker", choices=sorted({*baselines, *baselines.values()})
-    )
-    parser.add_argument("--measure")
-    args = parser.parse_args()
-    require_backend(backend, reason)
-    if args.worker:
-        worker(args.worker, args.measure, args.steps)
-        return
-    run = header()
-    candidate = getattr(args, "candidate", forms[1])
-    baseline = baselines[candidate]
-
-    def timed(form, measure):
-        steps = args.steps if measure.startswith("image") else 8 * args.steps
-        return timed_process(form, measure, steps)
-
-    rows = process_ab_rows(
-        timed, baseline, candidate, args.measures, args.rounds
-    )
-    columns = process_ab_columns(baseline, candidate)
-    named = "" if candidate == forms[1] else f"_{candidate}"
-    results = f"{name}{named}{args.suffix}_{run['backend']}"
-    finish_report(
-        run,
-        rows,
-        columns,
-        results,
-        arguments=vars(args),
-        restarted_workers=RESTARTED_WORKERS,
-    )
-
-
-def ab_columns(baseline_name, candidate_name):
-    """The table columns of an A/B benchmark's rows (`ab_row`'s, with
-    their shape, measure and precision)."""
-    return [
-        "shape",
-        "measure",
-        "precision",
-        f"{baseline_name}_ms",
-        f"{candidate_name}_ms",
-        f"x_{baseline_name}",
-        "rounds_min",
-        "rounds_max",
-    ]
-
-
-def finish_report(run, rows, columns, name, **fields):
-    """Prints `run`'s description and `rows` as a table of `columns`, and
-    writes them with `fields` to `benchmarks/results/<name>.json`."""
-    print(describe(run))
-    print_table(rows, columns)
-    report = dict(run, **fields)
-    report["rows"] = rows
-    print(f"results: {write_results(name, report)}")
-
-
 def print_table(rows, columns):
     """Prints `rows` (dicts) as a Markdown table of `columns`."""
 
@@ -597,29 +307,13 @@ def print_table(rows, columns):
         if value is None:
             return "-"
         if isinstance(value, float):
-            return f"{value:.3g}"
+            return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.3g}"
         return str(value)
 
     print("| " + " | ".join(columns) + " |")
     print("|" + "---|" * len(columns))
     for row in rows:
         print("| " + " | ".join(cell(row.get(c)) for c in columns) + " |")
-
-
-def digits_job_task():
-    """The digits quick-start's classifier task, untrained: the model part
-    of the job's defaults (`IMAGE_DATASET_DEFAULTS["digits"]`), ten
-    classes of one-channel images, built as the job builds it."""
-    from keras_gmlp.training.run_config import IMAGE_DATASET_DEFAULTS
-    from keras_gmlp.workflows import image_classification
-
-    model_config = dict(
-        IMAGE_DATASET_DEFAULTS["digits"]["model"],
-        num_classes=10,
-        num_channels=1,
-    )
-    task, _ = image_classification.build_model(None, model_config)
-    return task
 
 
 # ------------------------------------------------------------------ timing
@@ -748,6 +442,24 @@ def steady_step_peak(step, steps):
     return {"steady_rss_kib": rss, "steady_hwm_kib": hwm}
 
 
+def saved_tensor_storages(function):
+    """`(function(), {storage pointer: bytes})`: the output of `function`
+    and the storages of the tensors torch's autograd saves while it runs,
+    each storage once."""
+    import torch
+
+    storages = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        output = function()
+    return output, storages
+
+
 # ----------------------------------------------------------------- workers
 
 
@@ -785,7 +497,6 @@ class Worker:
     when the worker did not start or died."""
 
     def __init__(self, command, env, log):
-        self.name = " ".join(command[-6:])
         self.process = subprocess.Popen(
             command,
             env=env,
@@ -847,308 +558,16 @@ def start_reusing_freed_memory(enabled):
         reuse_freed_memory()
 
 
-def ab_benchmark_parser(doc, precisions, rounds=5, threads=True):
-    """The flags the A/B benchmarks share; the script adds its own.
-
-    `--rounds`, `--batch-size`, `--model` (of the models' steps),
-    `--precisions`, `--suffix` and, with `threads`, `--threads` (for
-    `configure_threads`, which JAX does not take).
-
-    Args:
-        doc: str. The script's docstring, the help's text.
-        precisions: the dtype policies it measures (all by default).
-        rounds: int. The default of `--rounds`.
-        threads: bool. Whether it takes `--threads`.
-    """
-    parser = argparse.ArgumentParser(
-        description=doc, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--rounds", type=int, default=rounds)
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument(
-        "--model", default="gmlp_ti16_224", choices=list(IMAGE_MODELS)
-    )
-    if threads:
-        parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--precisions", nargs="+", default=list(precisions), choices=precisions
-    )
-    parser.add_argument(
-        "--suffix", default="", help="of the results file's name"
-    )
-    return parser
-
-
-def require_backend(expected, reason):
-    """Exits, saying why, unless Keras runs the `expected` backend."""
-    import keras
-
-    if keras.config.backend() != expected:
-        raise SystemExit(
-            f"Received KERAS_BACKEND={keras.config.backend()!r}; expected "
-            f"{expected!r}: {reason}"
-        )
-
-
-@contextlib.contextmanager
-def patched(module, attribute, value):
-    """`module.attribute` set to `value` inside the context, restored
-    after: what a variant's code traced in it calls."""
-    saved = getattr(module, attribute)
-    setattr(module, attribute, value)
-    try:
-        yield
-    finally:
-        setattr(module, attribute, saved)
-
-
-def variant_model_functions(
-    batch_size, variant, names, precision, infer, model_name="gmlp_ti16_224"
-):
-    """name -> warm callable: image classifiers' steps (gMLP-Ti/16 by
-    default), one model per variant, each traced (and so compiled) inside
-    `variant(name)`.
-
-    Args:
-        batch_size: int. Images per step (224 px).
-        variant: function of a variant's name returning a context manager.
-        names: the variants' names.
-        precision: dtype policy.
-        infer: bool. `predict_on_batch` too, beside `train_on_batch`.
-        model_name: str. A key of `IMAGE_MODELS`.
-
-    Returns:
-        dict `"train <name>"` (and `"infer <name>"`) -> callable.
-    """
-    import keras
-
-    images, labels = random_image_batch(batch_size, 224)
-    functions = {}
-    for name in names:
-        keras.utils.set_random_seed(0)
-        model = build_image_classifier(model_name, 224, "auto", precision)
-        with variant(name):
-            model.train_on_batch(images, labels)
-            if infer:
-                model.predict_on_batch(images)
-        functions[f"train {name}"] = lambda m=model: m.train_on_batch(
-            images, labels
-        )
-        if infer:
-            functions[f"infer {name}"] = lambda m=model: m.predict_on_batch(
-                images
-            )
-    return functions
-
-
-def switched_variant_functions(steps, variants, use_variant):
-    """name -> warm callable: each step run in each variant of one model,
-    the variant switched in before every call (eager torch, which traces
-    nothing, so one model can take either path).
-
-    Args:
-        steps: dict mode -> callable, a model's step (`"train"`, ...).
-        variants: the variants' names.
-        use_variant: function of a variant's name that makes the code take
-            that variant's path.
-
-    Returns:
-        dict `"<mode> <variant>"` -> callable, each called once already.
-    """
-    functions = {}
-    for mode, step in steps.items():
-        for variant in variants:
-
-            def call(step=step, variant=variant):
-                use_variant(variant)
-                return step()
-
-            call()
-            functions[f"{mode} {variant}"] = call
-    return functions
-
-
-def switched_image_ab(args, steps, variants, use_variant, name):
-    """An A/B of two variants of one image classifier's steps, switched
-    before every call (`switched_variant_functions`): for each of
-    `args.precisions`, `args.model` at 224 px and `args.batch_size`,
-    `steps` (`"train"`, `"infer"`) alternated over `args.rounds`; prints
-    the table and writes `<name><args.suffix>_<args.model>.json`.
-
-    Args:
-        args: the parsed `ab_benchmark_parser` flags.
-        steps: the steps to time, of `"train"` and `"infer"`.
-        variants: `(baseline, candidate)` names.
-        use_variant: function of a variant's name that makes the model
-            take that variant's path.
-        name: str, the results file's stem.
-    """
-    baseline, candidate = variants
-    run = header()
-    images, labels = random_image_batch(args.batch_size, 224)
-    rows = []
-    for precision in args.precisions:
-        model = build_image_classifier(args.model, 224, "auto", precision)
-        calls = {
-            "train": lambda m=model: m.train_on_batch(images, labels),
-            "infer": lambda m=model: m.predict_on_batch(images),
-        }
-        functions = switched_variant_functions(
-            {step: calls[step] for step in steps}, variants, use_variant
-        )
-        times = alternate(functions, args.rounds)
-        for step in steps:
-            row = ab_row(
-                times[f"{step} {baseline}"],
-                times[f"{step} {candidate}"],
-                baseline,
-                candidate,
-            )
-            rows.append(dict(row, precision=precision, step=step))
-    finish_report(
-        run,
-        rows,
-        ["precision", "step", f"{baseline}_ms", f"{candidate}_ms"]
-        + [f"x_{baseline}", "rounds_min", "rounds_max"],
-        f"{name}{args.suffix}_{args.model}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
-        model=args.model,
-    )
-
-
-def switched_rule_ab(args, owner, attribute, rules, steps, name):
-    """`switched_image_ab` of two variants that differ in one function,
-    `owner.attribute` (a rule the model's layers read at every call):
-    `rules` maps each variant's name, the baseline first, to the function
-    it puts there; the original is put back after.
-
-    Args:
-        args: the parsed `ab_benchmark_parser` flags.
-        owner: the module that holds the rule.
-        attribute: str, the rule's name in `owner`.
-        rules: dict of two variants' names to functions.
-        steps: the steps to time, of `"train"` and `"infer"`.
-        name: str, the results file's stem.
-    """
-    original = getattr(owner, attribute)
-    try:
-        switched_image_ab(
-            args,
-            steps,
-            tuple(rules),
-            lambda variant: setattr(owner, attribute, rules[variant]),
-            name,
-        )
-    finally:
-        setattr(owner, attribute, original)
-
-
-def saved_tensor_storages(function):
-    """`(function(), {storage pointer: bytes})`: the output of `function`
-    and the storages of the tensors torch's autograd saves while it runs,
-    each storage once."""
-    import torch
-
-    storages = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        storages[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        output = function()
-    return output, storages
-
-
-def run_ab(
-    doc,
-    name,
-    baseline,
-    candidate,
-    precisions,
-    backend,
-    variant,
-    op_functions=None,
-    infer=True,
-):
-    """The main of an A/B benchmark of one backend's code.
-
-    Parses `ab_benchmark_parser`'s flags and, per precision, times in
-    interleaved rounds the `--model` steps of `variant_model_functions` (one
-    model traced inside `variant(baseline)`, one inside
-    `variant(candidate)`) and the single ops of `op_functions`; prints the
-    A/B table and writes `benchmarks/results/<name><suffix>_<backend>.json`.
-
-    Args:
-        doc: str. The script's docstring (the flags' help).
-        name: str. The benchmark's name, the results file's stem.
-        baseline: str. Name of the variant the ratios divide by.
-        candidate: str. Name of the other variant.
-        precisions: the dtype policies `--precisions` offers.
-        backend: str. The Keras backend the script measures.
-        variant: function of a variant's name returning a context manager
-            in which models and ops are traced in that form.
-        op_functions: `None` or a function of `(batch_size, precision)`
-            returning a dict `"op <measure> <variant name>"` -> warm
-            callable. Defaults to `None` (the gMLP-Ti steps alone).
-        infer: bool. `predict_on_batch` timed beside `train_on_batch`.
-            Defaults to `True`.
-    """
-    args = ab_benchmark_parser(doc, precisions).parse_args()
-    require_backend(backend, f"{name} measures the {backend} backend's code.")
-    configure_threads(args.threads)
-    run = header()
-    rows = []
-    for precision in args.precisions:
-        named = (
-            dict(op_functions(args.batch_size, precision))
-            if op_functions
-            else {}
-        )
-        named.update(
-            variant_model_functions(
-                args.batch_size,
-                variant,
-                (baseline, candidate),
-                precision,
-                infer=infer,
-                model_name=args.model,
-            )
-        )
-        times = alternate(named, args.rounds)
-        for measure in dict.fromkeys(n.rsplit(" ", 1)[0] for n in named):
-            row = ab_row(
-                times[f"{measure} {baseline}"],
-                times[f"{measure} {candidate}"],
-                baseline,
-                candidate,
-            )
-            shape = "op" if measure.startswith("op") else args.model[:-4]
-            rows.append(
-                dict(row, measure=measure, precision=precision, shape=shape)
-            )
-    finish_report(
-        run,
-        rows,
-        ab_columns(baseline, candidate),
-        f"{name}{args.suffix}_{run['backend']}",
-        rounds=args.rounds,
-        batch_size=args.batch_size,
-    )
-
-
-def image_benchmark_parser(doc, backends_help=None):
+def image_benchmark_parser(doc):
     """The flags `vision.py` and `memory.py` share; the script adds its own.
 
     `--models`, `--backends`, `--batch-size`, `--image-size`, `--threads`,
-    `--timm-python`, `--suffix` and, for the worker processes, `--model`.
+    `--timm-python`, `--suffix` and, for the worker processes,
+    `--worker-model`.
 
     Args:
         doc: str. The script's docstring: its first line describes it, the
             rest is the help's epilog.
-        backends_help: str or `None`. Help of `--backends`.
     """
     parser = argparse.ArgumentParser(
         description=doc.split("\n")[0],
@@ -1166,7 +585,6 @@ def image_benchmark_parser(doc, backends_help=None):
         nargs="+",
         default=list(BACKENDS),
         choices=BACKENDS,
-        help=backends_help,
     )
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--image-size", type=int, default=224)
@@ -1205,10 +623,9 @@ def worker_env(backend, threads):
     OpenMP's wait policy is left to each process, as its users run it:
     torch's default (threads spin a while, then sleep) for timm, the
     package's (`OMP_WAIT_POLICY=PASSIVE`, set by `import keras_gmlp`) for
-    keras_gmlp, unless the environment sets one for both. Until 5297409
-    the timm workers ran `PASSIVE` too, which made timm's gMLP-Ti training
-    step 1.3-1.4x slower on a 2-core Xeon (0.67-0.69 s against 0.47-0.54
-    s) and every `x timm` figure measured then favourable to keras_gmlp.
+    keras_gmlp, unless the environment sets one for both. `PASSIVE` makes
+    timm's training step markedly slower: giving it to the timm worker
+    would favour keras_gmlp in every `x timm` figure.
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -1284,15 +701,11 @@ def configure_threads(threads, share_cores=False):
     return False
 
 
-def build_image_classifier(
-    model_name, image_size, jit_compile, precision, optimizer=None
-):
-    """`keras_gmlp.models.image_classifier(model_name)`, compiled with
-    `optimizer` and sparse cross-entropy from logits.
-
-    The optimizer defaults to the package's AdamW, `FusedAdamW` (learning
-    rate 1e-3), as the tasks' `compile()` and the training jobs use it;
-    Keras' `AdamW` until stop 52 (`benchmarks/optimizer_graph.py`)."""
+def build_image_classifier(model_name, image_size, jit_compile, precision):
+    """`keras_gmlp.models.image_classifier(model_name)`, compiled with the
+    package's AdamW, `FusedAdamW` (learning rate 1e-3), as the tasks'
+    `compile()` and the training jobs use it, and sparse cross-entropy
+    from logits."""
     import keras
 
     from keras_gmlp import models
@@ -1302,7 +715,7 @@ def build_image_classifier(
         model_name, image_size=image_size, dtype=precision
     )
     model.compile(
-        optimizer=optimizer or FusedAdamW(learning_rate=1e-3),
+        optimizer=FusedAdamW(learning_rate=1e-3),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         jit_compile=jit_compile,
     )

@@ -1,126 +1,31 @@
-"""Speed of generation: decoding with the blocks' caches vs recomputing.
+"""Generation with the decoding cache against recomputing the prefix.
 
 Times `GMLPCausalLM.generate()` (greedy, token ids in and out, no
-preprocessor) on one prompt of `tokens // 4` tokens extended to `tokens`,
-for two variants sharing one backbone:
+preprocessor) on one prompt of `tokens // --prompt-divisor` tokens
+extended to `tokens`, for two variants sharing one backbone of `--preset`
+(`gmlp_tiny` or `amlp_tiny`, spatial weights drawn at a trained model's
+scale):
 
 - `cached`: `GMLPCausalLM` as it is: the prompt's causal pass fills every
-  block's cache (the normalised gate inputs of the spatial gating unit, the
-  tiny attention's keys and values), then each new token is one row of the
-  spatial weights times that cache, `O(tokens)` per block;
+  block's cache (the spatial gating unit's normalised gate inputs, the
+  tiny attention's keys and values), then each new token costs one row
+  of the spatial weights times that cache, O(tokens) per block;
 - `recompute` (the baseline of the ratios): every new token reruns the
-  backbone over the whole token buffer, `O(tokens^2)` per block (the
-  decoding before the cache).
+  backbone over the whole token buffer, O(tokens^2) per block.
 
-keras-hub compiles the whole sampling loop (XLA under JAX and TensorFlow;
-eager under `torch.no_grad` on torch). The variants are timed in
-interleaved rounds after a compiling call; each row gives the median
-generated tokens per second and the speed-up over recomputation in the
-same run, and checks that both variants generated the same tokens.
-
-Where the time goes (`gmlp_tiny` widths: 4 blocks, 128 channels, 512
-expanded, Toeplitz, vocabulary 8192; one prompt; 2-core Xeon shared with
-other jobs, so only ratios; see `benchmarks/results/generation_*.json`):
-
-- Recomputing: a new token at position t costs the backbone over the
-  whole buffer of `tokens` positions (the buffer's shape is fixed so that
-  the loop compiles once): `tokens x` the channel projections and a
-  `tokens x tokens` spatial product per block, about 0.94 GFLOP at 512
-  tokens for these widths, while the one position read from it needs
-  1 / 512 of the channel work.
-- Cached: per token and block, the channel projections of one position
-  (0.2 MFLOP), one row of `W` (a slice of the dense kernel or of the
-  Toeplitz taps) times the `(tokens, 256)` cache (0.26 MFLOP
-  at 512), and the cache update; the tied output projection to 8192
-  logits (2.1 MFLOP) is then the largest single product. At these sizes a
-  cached step is bound by per-op overhead, not FLOPs: its time hardly
-  grows from 128 to 512 tokens, so the speed-up grows with the length.
-  Under torch each op is an eager dispatch through Keras' layer calls
-  (roughly 60 small ops per block step), which caps its tokens/s; under
-  JAX and TensorFlow the step runs inside the compiled while loop.
-- Measured before the change below (load average 10-12 on the 2 cores),
-  speed-up at 512 tokens: JAX 43x (cached 870 tokens/s), TensorFlow 24x
-  (690 tokens/s), torch 2.7x on two threads and 3.6x with
-  `OMP_NUM_THREADS=1` (cached 140 tokens/s, the same at 128 and 512
-  tokens: about 7 ms of eager dispatch per token). A profile of torch's
-  cached `generate()` (cProfile, 384 new tokens) showed 19
-  `Layer.__call__` per token (the embedding, 4 x (norm, two Dense, the
-  unit's norm), the final norm, the tied logits) taking most of the
-  step, and a micro-benchmark on a `(1, 1, 128)` input gave about
-  200 us for `Dense.__call__` / `LayerNormalization.__call__` against
-  50-70 us for their `call`.
-- So the decoding paths call their sublayers through
-  `keras_gmlp.layers.direct_call.direct_call` (the layer's `call` under
-  the dtype conversion and autocast scope `__call__` would apply, same
-  outputs: `tests/layers/test_direct_call.py`), and a causal Toeplitz
-  unit takes one token's row of `W` as one slice of its reversed,
-  zero-padded taps instead of a gather and a mask. Measured after, on
-  the idle 2-core Xeon, 7 rounds, torch, 512 tokens: 5.4x with
-  `OMP_NUM_THREADS=1` (per-round ratios 4.3-6.2; cached 129 tokens/s
-  against 24 recomputing) and 3.9x on two threads (the recomputation
-  uses both threads, a one-token step cannot; those results files were
-  replaced by the run below; git has them at deaf3c4). The rest of a
-  torch step is Keras op dispatch (about 170 `convert_to_tensor` per
-  token) and the cache update's copy (`slice_update` clones the cache).
-- On an idle 2-core AMD EPYC with AVX-512 (2026-11-26), the code above
-  measured 4.71x and 3.87x on two threads (two runs, 5 and 7 rounds, 512
-  tokens; cached 226 and 244 tokens/s against 48 and 63). A profile
-  (cProfile) showed the rest: each block step rebuilt the causal
-  Toeplitz row from the zero-padded reversed taps (flip, zeros,
-  concatenate, slice) and multiplied all `max_length` cached positions,
-  and wrote the cache at a tensor position, which Keras' torch
-  `slice_update` does through `arange` / `meshgrid` index grids and
-  `index_put_` (5,380 `arange` and 2,304 `stack` calls in 384 tokens).
-  Now, under eager torch only (the compiled loops of JAX and TensorFlow
-  need fixed shapes): the row is the `i + 1` taps (or kernel entries)
-  position `i` sees times the first `i + 1` cached positions
-  (`SpatialGatingUnit._torch_decoded_row`), and the position is read as
-  an int (`cache_index`), so the write is a slice assignment. A/Bs in
-  one process, `gmlp_tiny`, 512 tokens: the row 1.22-1.39x faster per
-  token (3 rounds), then the int position 1.20x (5 rounds, 1.09-1.27),
-  same tokens. The benchmark after both, 7 rounds
-  (`generation_torch.json`, `generation_1thread_torch.json`): 6.75x on
-  two threads (cached 346 tokens/s against 51; a second run 6.87x, 326
-  against 48), 7.99x on one (352 against 44); at 128 tokens 2.51x and
-  2.93x. Then `generate_step` reads the previous token at that int
-  position too (`ops.slice` of the token buffer): 1.05x per token (5
-  rounds in one process, 1.03-1.13), not in the figures above.
-- aMLP (`--preset amlp_tiny`, the same EPYC, 5 rounds,
-  `generation_amlp_torch.json`): 5.57x on two threads (cached 182
-  tokens/s against 33). The tiny attention reading only the `start + 1`
-  keys a token sees, like the spatial row: 1.00x (5 rounds in one
-  process, 0.99-1.03), so it still attends over all `max_length` keys,
-  the later ones masked.
-- JAX and TensorFlow on the same EPYC after these changes (their
-  compiled loops keep the masked rows), 5 rounds, 512 tokens
-  (`generation_epyc_<backend>.json`): jax 18.4x (cached 3,270 tokens/s
-  against 178), tensorflow 9.3x (853 against 92). Recomputing runs
-  faster on this EPYC than on the Xeon, hence the smaller ratios.
-- On an idle 2-core AMD EPYC of family 25 (stop 55), torch: 4.21x at
-  512 tokens (cached 273 tokens/s against 65;
-  `generation_epyc25_stop55_torch.json`). A torch profile of one
-  `generate()` (384 new tokens, 1.46 s): the tied logits, `(1, 128) x
-  (128, 8192)` on MKL, 0.72 ms a token (the 4 MiB weight read from
-  memory on one thread: 0.76 ms with it out of the CPU's caches, 0.12 ms
-  in them, in scratch), and a `(1, 512, 256)` copy a block a token, 0.53
-  ms: Keras' torch `slice_update` clones the cache it writes. Now the
-  causal LM's decoding loops write their caches in place
-  (`keras_gmlp.layers.decoding_cache`; 1.13x per `generate()` for
-  `gmlp_tiny`, 0.99-1.20, 1.24x for `amlp_tiny`, 0.96-1.52, 7
-  interleaved rounds in one process, same tokens), and a product of a
-  few rows by a weight of at least 2^18 elements takes oneDNN, which
-  reads it on both cores (`torch_linear.MIN_WEIGHT_ELEMENTS`; 1.20x,
-  0.75-1.35, same tokens). After both, 5 rounds
-  (`generation_epyc25_cache_in_place_stop55_torch.json`): **6.31x**
-  (cached 374 tokens/s against 59); aMLP **5.75x** (313 against 55,
-  `generation_amlp_epyc25_cache_in_place_stop55_torch.json`). JAX and
-  TensorFlow there (their steps compiled whole, unchanged): 18.3x and
-  6.47x (`generation_epyc25_stop55_<backend>.json`).
-- The prompt's prefill is the same full causal pass in both variants
-  (by FFT for long Toeplitz prompts), paid once per `generate()` call.
+keras-hub compiles the sampling loop (XLA under JAX and TensorFlow; eager
+under `torch.no_grad` on torch). The variants are timed in interleaved
+rounds after a compiling call; each row gives the median generated
+tokens/s, `speedup_vs_recompute` (same run) and whether both variants
+generated the same tokens.
 
 Usage:
-    KERAS_BACKEND=jax python -m benchmarks.generation --tokens 128 512
+    KERAS_BACKEND=torch python -m benchmarks.generation --tokens 512 \\
+        --rounds 5 --name generation_epyc25
+    KERAS_BACKEND=jax python -m benchmarks.generation --tokens 512 \\
+        --preset amlp_tiny --name generation_amlp_epyc25
+Results: benchmarks/results/<name>_<backend>.json (default name
+generation).
 """
 
 import argparse
@@ -217,6 +122,16 @@ def measure_length(models, tokens, args):
     return rows
 
 
+COLUMNS = [
+    "tokens",
+    "prompt_tokens",
+    "variant",
+    "tokens_per_s",
+    "speedup_vs_recompute",
+    "same_tokens",
+]
+
+
 def print_row(row):
     print(
         f"tokens={row['tokens']:5d} (prompt {row['prompt_tokens']:4d}) "
@@ -285,6 +200,8 @@ def main(argv=None):
         for row in measure_length(models, tokens, args):
             print_row(row)
             rows.append(row)
+    print()
+    common.print_table(rows, COLUMNS)
     report = dict(run, arguments=vars(args), rows=rows)
     path = common.write_results(f"{args.name}_{run['backend']}", report)
     print(f"wrote {path}")

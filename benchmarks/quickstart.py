@@ -1,48 +1,21 @@
-"""The README's quick-start on each backend: which one is fastest.
+"""The README's quick-start command on each backend: which one is fastest.
 
-Issue 12: "the README's quick-start backend is the fastest one for that
-job, measured". Each round runs the quick-start command (`keras-gmlp
+Each round runs the quick-start command (`keras-gmlp
 train-image-classifier --dataset digits`, as `make quickstart`) once per
 backend, in turn, each in a fresh process with a fresh output folder, and
 records the whole command's wall time, the training time the run reports
-(`results.json`'s `wall_time_seconds`) and the held-out accuracy. The
-table gives medians over the rounds and each backend's whole-command time
-over the `--baseline` backend's (the README's choice) in the same rounds:
-a ratio above 1 is slower than the baseline.
+(`results.json`'s `wall_time_seconds`) and the held-out accuracy. A
+`--backends` entry may set environment variables for its runs
+(`jax:KERAS_GMLP_JAX_DRAWS=0`), to time one setting against another.
 
-Where the time goes (stop 62, an idle 2-core AMD EPYC of family 26, one
-`cProfile` run of the command per backend, 26.8 s under JAX and 25.9 s
-under TensorFlow with the profiler's overhead; seconds):
-
-| part | jax | tensorflow |
-|---|---|---|
-| imports (TensorFlow in both: tf.data, keras-hub) | 6.2 | 5.7 |
-| building the model | 1.7 | 0.2 |
-| `fit`, 20 epochs of 22 steps and the held-out scoring | 15.1 | 14.3 |
-| the outputs (`.keras`, preset, SavedModel, plots) | 3.1 | 4.6 |
-
-Under JAX building the model is mostly compiling: each Keras initializer
-draws its values with a `jax.random` function that XLA compiles once per
-shape (`JAX_LOG_COMPILES=1`: four `_uniform` and one `_normal`, 0.12-0.42
-s each, 1.15 s in all; alone, in a fresh process, 0.15 s a shape and
-0.46 s for a `(64, 10)` kernel). `--xla_backend_optimization_level=0`
-halves those compilations but changes the drawn values in their last
-bits (a `(16, 64)` draw's sum 0.5008469 against 0.5008467), so the
-package does not take it. Since stop 63 the `keras-gmlp` command calls
-`keras_gmlp.training.compile_jax_draws_once()`, which draws in chunks
-through one compilation per distribution, with the same bits: building
-this model under JAX now takes 0.60 s instead of 1.84 s
-(`benchmarks/model_build.py`); the whole command, 0.92x of the same
-command with `KERAS_GMLP_JAX_DRAWS=0` (medians of four alternated
-rounds, `quickstart_epyc25_stop64.json`; the rounds spread 23-31 s).
-In `fit` XLA compiles the training step in 1.9 s and the test step in
-0.45 s; the 560 compiled calls (440 training steps of 64 images, 120
-held-out batches) take 4.5 s, the batches from tf.data 1.4 s. Under
-TensorFlow the SavedModel export is the larger part of the outputs (3.8
-s against 2.0 s from JAX).
+The table gives medians over the rounds and `wall_x_<baseline>`: each
+backend's whole-command time over the `--baseline` backend's (the
+README's choice) in the same rounds; above 1 is slower than the baseline.
 
 Usage:
-    python benchmarks/quickstart.py --rounds 3
+    python benchmarks/quickstart.py --rounds 3 --suffix _epyc25
+    python benchmarks/quickstart.py --backends jax jax:KERAS_GMLP_JAX_DRAWS=0 \\
+        --baseline jax:KERAS_GMLP_JAX_DRAWS=0 --rounds 4
 Results: benchmarks/results/quickstart<suffix>.json
 """
 

@@ -1,80 +1,28 @@
-"""Speed of the spatial gating unit alone: dense vs Toeplitz, matmul vs FFT.
+"""The spatial gating unit's token product: dense vs Toeplitz, matmul vs FFT.
 
 For each sequence length n, times one `SpatialGatingUnit` as a one-layer
 Keras model, forward (`predict_on_batch`) and forward + backward (a
-`train_on_batch` step with SGD and an MSE loss), compiled as Keras compiles
-by default (`jit_compile="auto"`: XLA under JAX, a `tf.function` graph under
-TensorFlow on CPU, eager under torch), for three variants:
+`train_on_batch` step, SGD and MSE), compiled as Keras compiles by default
+(`jit_compile="auto"`), in three variants:
 
-- `dense`: an `n x n` weight (the vision models),
-- `toeplitz matmul`: the Toeplitz weight materialised as an `n x n` matrix
-  by a gather, then multiplied (the baseline of the ratios),
+- `dense`: an n x n weight (the vision models);
+- `toeplitz matmul` (the baseline of the ratios): the Toeplitz weight's
+  2n - 1 taps materialised as an n x n matrix, then multiplied;
 - `toeplitz fft`: the same product as a linear convolution by real FFT.
 
-The variants are timed in interleaved rounds and each row reports the
-median and the speed-up over the materialised Toeplitz product of the same
-run. It also checks the FFT against the materialised product at every
-length it runs both (random weights).
-
-Where the time goes (found before optimising with per-piece micro-timings,
-jit-compiled per backend, n = 4096 and 8192, 128 gated channels, batch 1;
-2-core Xeon shared with other jobs, so only ratios):
-
-- Materialised Toeplitz: building `W` costs more than multiplying by it.
-  The gather of n^2 taps took 1.2x the `W @ v` einsum under JAX, 4.5x under
-  TensorFlow and 8.7x under torch, and its backward is a scatter-add of n^2
-  gradient entries into 2n - 1 taps (JAX 0.23 s, TensorFlow 0.28 s, torch
-  2.0 s at n = 4096): more than the product's own backward. O(n^2) time
-  and memory: at n = 16384, `W`, its int32 offsets and its gradient take
-  1 GiB each, which is why the default stops the materialised product at
-  8192 here.
-  Building `W` without a gather (the taps rolled, tiled `n` times,
-  reshaped to `n x (2n - 2)` rows and cut to `n` columns: slices and
-  reshapes, whose gradient is a sum) was measured on an idle 2-core AMD
-  EPYC with AVX-512, `W` and its taps' gradient alone, medians of 5
-  rounds: torch 2.7-3.0x faster at n = 512 and 1024 (0.56 against 1.54
-  ms, 1.8 against 5.5 ms), JAX 1.8-2.0x (0.18 against 0.33 ms at 512);
-  but under JAX, with the product `W @ v` (32 x n x 256) in the same
-  function, XLA fused the reshapes into the dot's operand and the step
-  took 220 against 64 ms at 512 and 1.6 against 0.2 s at 1024. At the
-  masked LM's sizes (4 blocks, n = 512) torch's gain is about 4 ms of a
-  step; not adopted.
-- FFT path: two real FFTs of length L = 2n per channel, one of the taps,
-  an elementwise complex product, and the token axis moved last and back
-  (keras.ops FFTs act on the last axis). Under JAX the transposes cost as
-  much as the FFTs (XLA fuses the transpose with the zero padding into a
-  slow loop: 300-400 ms vs 70 ms for a plain transpose at 1536 channels),
-  and XLA turned the taps' gradient of a product written in real and
-  imaginary parts into slow reductions over the channels: a complex
-  product made the backward 2.4x faster, so the layer uses it under JAX.
-  Under TensorFlow and torch the real form of Keras' `ops.rfft` parts
-  measured faster then, on a shared machine. Later, on an idle Xeon, the
-  backends' own complex spectra (`circular_convolution`) made whole
-  masked-LM steps 1.19x (torch) and 1.05x (TensorFlow) faster at
-  n = 2048 (`benchmarks/fft_product.py`), and the layer uses those.
-- torch on a machine shared by other jobs: its two OpenMP threads wait on
-  each other, and the many small elementwise ops of the FFT path (and
-  Keras' per-call overhead) suffer most: a 1M-element multiply took 22 ms
-  on two threads and 0.7 ms on one. The torch figures are therefore given
-  for the default threads and for `OMP_NUM_THREADS=1`
-  (`spatial_gating_1thread_torch.json`); the crossover uses the latter.
-- The crossover grows with the width: with 128 gated channels the FFT was
-  faster from n = 512 on every backend, with 1536 gated channels (gMLP-base
-  text) from 1024 (JAX, TensorFlow) and 2048 (torch), because the gather
-  that the FFT saves does not grow with the channels while the product
-  does. `FFT_CROSSOVER` in the layer takes the wide figures (on AMD's
-  family 25, units of up to 256 gated channels cross over at 512
-  tokens: `fft_crossover.py`).
-- Checked again at the text presets' own width, in whole masked-LM
-  training steps (`gmlp_tiny`, 256 gated channels, 4,096 tokens a batch,
-  the FFT forced against the matmul product, whose training call now
-  recomputes the gate; an idle 2-core AMD EPYC with AVX-512, one process,
-  7 rounds, scratch), x matmul: JAX 0.88 at n = 512 and 0.85 at 256,
-  TensorFlow 0.83 at 512, torch 1.03 at 512 (rounds 0.83-1.53) and 1.02
-  at 1024. No case for a lower crossover there.
+The variants are timed in interleaved rounds (`common.alternate`); each
+row gives the median time and `speedup_vs_materialised`, the baseline's
+median over the variant's, same run. The FFT's output is checked against
+the materialised product's (`max_relative_difference`), and the run
+prints the length from which the FFT is faster (what the layer's
+`FFT_CROSSOVER` rests on). The dense and materialised variants
+stop at `--max-dense` / `--max-materialised` (O(n^2) memory).
 
 Usage:
-    KERAS_BACKEND=jax python -m benchmarks.spatial_gating --lengths 128 8192
+    KERAS_BACKEND=jax python -m benchmarks.spatial_gating \\
+        --lengths 2048 8192 --name spatial_gating_epyc25
+Results: benchmarks/results/<name>_<backend>.json (default name
+spatial_gating).
 """
 
 import argparse
@@ -170,6 +118,17 @@ def measure_length(length, args):
                     row["max_relative_difference"] = agreement
             rows.append(row)
     return rows
+
+
+COLUMNS = [
+    "tokens",
+    "mode",
+    "variant",
+    "median_s",
+    "speedup_vs_materialised",
+    "max_relative_difference",
+    "skipped",
+]
 
 
 def print_row(row):
@@ -275,6 +234,8 @@ def main(argv=None):
             print_row(row)
             rows.append(row)
     crossovers = {mode: crossover(rows, mode) for mode in args.modes}
+    print()
+    common.print_table(rows, COLUMNS)
     print(f"FFT faster from n = {crossovers} on", flush=True)
     report = dict(run, arguments=vars(args), rows=rows, crossover=crossovers)
     path = common.write_results(f"{args.name}_{run['backend']}", report)

@@ -1,47 +1,33 @@
 """Every architecture at its best learning rate, at an equal time budget.
 
-Issue 13. For one job (`mlm`: masked-LM pretraining, `image`: image
-classification), each architecture (gMLP and the keras-hub baselines of
-matched parameters, `keras_gmlp.models.baselines`) trains at several peak
-learning rates and seeds, every run through the job's own workflow (same
-batches, held-out targets, augmentation and schedule) for the same
-training time. Each run is a process pinned to one core (`taskset -c`),
-`--parallel` of them at a time, one per core of `--cores`.
+For one job (`mlm`: masked-LM pretraining, `image`: image classification),
+gMLP and the keras-hub baselines of matched parameters (the baselines of
+the quality tables, `keras_gmlp.models.baselines`) each train at several
+peak learning rates and seeds, every run through the job's own workflow
+for the same training time, a process pinned to one core (`taskset`),
+`--parallel` at a time. A probe per architecture times its step, and each
+run gets `--budget-seconds / step time` steps (its schedule ends in the
+budget); a callback stops a run that passes the budget all the same.
 
-The budget is made equal in two ways: a probe run per architecture times
-its training step on one core, and every run of that architecture gets
-`--budget-seconds / step time` steps (so its schedule, warmup and decay,
-ends within the budget); a callback stops any run whose training steps
-(the first, compiling one, apart) pass the budget all the same. The steps
-each run reached are in the table.
-
-For each architecture the learning rate with the best held-out metric
+The table keeps each architecture at the rate whose held-out metric
 (perplexity for `mlm`, accuracy for `image`), averaged over the seeds, is
-kept. The table (`benchmarks/results/sweep_<name>.json` and `.md`) gives,
-per architecture at its best rate: the held-out metric's mean and spread
-(standard deviation) over the seeds, the steps reached, the final
-training loss, the parameters, and the unigram perplexity (`mlm`) or the
-majority-class accuracy (`image`) of the same held-out data. Every run's
-row is in the JSON. The winners are the values to record in
-`keras_gmlp.models.baselines.LEARNING_RATES`.
-
-The job's own flags (corpus, preset, batch, sequence length...) follow
-`--`; each run adds `--architecture`, `--learning-rate`, `--seed`,
-`--epochs 1`, `--steps-per-epoch` and its `--output-dir`. A `--variant
-LABEL=FLAGS` is one more model: the job's flags plus `FLAGS` (the paper's
-ablation: `--variant "multiplicative=--spatial-unit multiplicative"`,
-aMLP: `--variant "amlp=--preset amlp_tiny"`), named `LABEL` in the table.
+best: the metric's mean and spread over the seeds, the steps reached, the
+final training loss, the parameters, and the baseline of the same
+held-out data (unigram perplexity, or majority-class accuracy). The job's
+own flags follow `--`; a `--variant LABEL=FLAGS` is one more model, the
+job's flags plus FLAGS (the paper's ablation, the aMLP).
 
 Usage:
-    python benchmarks/sweep.py --job mlm --budget-seconds 1800 -- \\
-        --text-files "/usr/share/doc/python3.11/html/_sources/**/*.txt" \\
-        --preset gmlp_tiny --per-replica-batch-size 32
-    python benchmarks/sweep.py --job image --budget-seconds 600 -- \\
-        --dataset digits --image-size 32 --patch-size 4
-    python benchmarks/sweep.py --job mlm --learning-rates 1e-3 \\
-        --variant "amlp=--preset amlp_tiny" \\
-        --variant "linear=--spatial-unit linear" -- --text-files ...
-Results: benchmarks/results/sweep_<name>.json and sweep_<name>.md
+    python benchmarks/sweep.py --job mlm --budget-seconds 300 \\
+        --name mlm_pydocs -- --text-files \\
+        "/usr/share/doc/python3.11/html/_sources/**/*.txt" \\
+        --record paragraph --vocabulary runs/vocabulary.txt --preset gmlp_tiny
+    python benchmarks/sweep.py --job image --budget-seconds 90 --name \\
+        digits32 -- --dataset digits --image-size 32 --patch-size 4
+    python benchmarks/sweep.py --job mlm --learning-rates 2e-3 \\
+        --variant "amlp=--preset amlp_tiny" --variant \\
+        "linear=--spatial-unit linear" --name mlm_pydocs_ablation -- ...
+Results: benchmarks/results/sweep_<name>.json (every run) and .md (table)
 """
 
 import argparse

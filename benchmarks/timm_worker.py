@@ -15,8 +15,10 @@ answers commands on stdin (see `common.serve`):
   (ru_maxrss) before and after N training steps, then the peak of M more
   steps after a reset of the peak (`common.steady_step_peak`).
 
+Writes no results file: the driver records its answers.
+
 Usage (normally started by the driver):
-    /work/timm-venv/bin/python benchmarks/timm_worker.py \
+    /work/timm-venv/bin/python benchmarks/timm_worker.py \\
         --model gmlp_ti16_224 --batch-size 8 --image-size 224 --threads 2
 """
 

@@ -20,15 +20,15 @@ import os
 import sys
 
 # TensorFlow turns its oneDNN kernels on by default on Intel CPUs only; on
-# an AMD EPYC with AVX2 they raise its float32 matmul from 133 to 170
-# GFLOP/s and a gMLP training step 1.2-1.3x (`benchmarks/vision.py`). The
+# an AMD CPU they make a gMLP training step 1.2-1.3x faster
+# (`benchmarks/vision.py`). The
 # flag is read when TensorFlow is imported, so it is set here, before
 # Keras imports it, unless TensorFlow is already imported or the
 # environment says otherwise (`TF_ENABLE_ONEDNN_OPTS=0` wins).
 if "tensorflow" not in sys.modules:
     os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 # PyTorch's OpenMP threads spin while they wait; beside tf.data's threads
-# (the recipes' and the tasks' input pipelines) that made the torch
+# (the recipes' and the tasks' input pipelines) that makes the torch
 # backend's training steps 30 times slower on a 2-core host. libgomp reads
 # the policy once, when torch loads it, and Keras imports torch below, so
 # it is set here; this also covers the `keras-gmlp` console script, which

@@ -1,5 +1,5 @@
 """The benchmarks' command lines: a script's own flags beside the shared
-parsers' (`benchmarks/common.py`, `masked_lm_speed.variant_parser`)."""
+parser's (`benchmarks/common.py`, `image_benchmark_parser`)."""
 
 import pathlib
 import re
@@ -7,17 +7,14 @@ import re
 import pytest
 
 from benchmarks import common
-from benchmarks import masked_lm_speed
 from benchmarks import quickstart
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[1] / "benchmarks"
 SHARED_PARSERS = {
-    "ab_benchmark_parser": lambda: common.ab_benchmark_parser("", ("float32",)),
     "image_benchmark_parser": lambda: common.image_benchmark_parser("a\n"),
-    "variant_parser": lambda: masked_lm_speed.variant_parser("", [128]),
 }
-# The scripts that build a parser from a shared one; not the files that
-# define them.
+# The scripts that build a parser from a shared one; not the file that
+# defines it.
 SCRIPTS = sorted(
     path
     for path in BENCHMARKS.glob("*.py")
@@ -55,8 +52,9 @@ def test_no_script_adds_a_flag_its_shared_parser_has(path):
 
 @pytest.mark.parametrize("flag", ["--model", "--models"])
 def test_the_image_benchmarks_take_a_model_flag_as_their_models(flag):
-    # `vision.py --model gmlp_s16_224` once ran gMLP-Ti: the flag was the
-    # workers' own, which the parent process ignored.
+    # argparse takes `--model` for a prefix of `--models`: it must pick the
+    # driver's models, not set the workers' own model, which the driver
+    # ignores (the run would measure gMLP-Ti).
     parser = common.image_benchmark_parser("a\n")
     args = parser.parse_args([flag, "gmlp_s16_224"])
     assert args.models == ["gmlp_s16_224"]

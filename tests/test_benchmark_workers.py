@@ -1,7 +1,8 @@
-"""The worker processes of the process-per-form benchmarks
-(`benchmarks/common.py`, `worker_report`)."""
+"""The worker processes of the image benchmarks (`benchmarks/common.py`:
+`Worker` and its other side, `serve`; `run_json`)."""
 
-import json
+import subprocess
+import sys
 
 import pytest
 
@@ -10,65 +11,70 @@ from benchmarks import common
 # Subprocesses of plain Python: the backend makes no difference.
 pytestmark = pytest.mark.one_backend("torch")
 
-# A worker that counts its runs in a file and, until its `DIES` runs are
-# used up, ends as `HOW` says: killed by SIGSEGV or with exit status 3.
+# A worker as `vision.py`'s and `timm_worker.py`'s: handlers served on
+# stdin, one of which prints (as the libraries do), one fails and one
+# ends the process. With `START=fail` it exits before serving.
 WORKER = """
-import json, os, signal, sys
-runs = os.environ["RUNS"]
-count = int(open(runs).read()) + 1 if os.path.exists(runs) else 1
-open(runs, "w").write(str(count))
-if count <= int(os.environ["DIES"]):
-    if os.environ["HOW"] == "signal":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    sys.exit(3)
-print("warming up")
-print(json.dumps({"seconds": 0.25, "argv": sys.argv[1:]}))
+import os, sys
+from benchmarks import common
+
+if os.environ.get("START") == "fail":
+    sys.exit(1)
+
+
+def add(a, b):
+    print("a library's chatter")
+    return {"sum": a + b}
+
+
+def fail():
+    raise ValueError("no such variant")
+
+
+common.serve({"add": add, "fail": fail, "die": lambda: os._exit(3)})
 """
 
 
-def run_worker(tmp_path, dies, how, restarts=1):
+def start(tmp_path, **env):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
-    runs = tmp_path / "runs"
-    env = {"RUNS": str(runs), "DIES": str(dies), "HOW": how, "PATH": ""}
-    restarted = []
+    environment = dict(common.worker_env(None, 1), **env)
+    return common.Worker(
+        [sys.executable, str(script)], environment, subprocess.DEVNULL
+    )
+
+
+def test_a_worker_answers_its_commands_in_turn(tmp_path):
+    worker = start(tmp_path)
     try:
-        report = common.worker_report(
-            script, "gmlp", "masked_lm 128", 2, env, restarts, restarted
-        )
+        assert worker.ask("add", a=1, b=2) == {"sum": 3}
+        # A failing command is answered and the worker goes on.
+        assert worker.ask("fail") == {"error": "ValueError: no such variant"}
+        assert worker.ask("add", a=2, b=3) == {"sum": 5}
     finally:
-        count = int(runs.read_text()) if runs.exists() else 0
-    return report, count, restarted
+        worker.close()
+    assert worker.process.returncode == 0
 
 
-def test_a_worker_that_finishes_reports_its_last_line(tmp_path):
-    report, runs, restarted = run_worker(tmp_path, 0, "signal")
-    expected = ["--worker", "gmlp", "--measure", "masked_lm 128"]
-    assert report == {"seconds": 0.25, "argv": [*expected, "--steps", "2"]}
-    assert (runs, restarted) == (1, [])
+def test_a_worker_that_dies_or_never_starts_answers_an_error(tmp_path):
+    worker = start(tmp_path)
+    try:
+        assert worker.ask("die") == {"error": "worker died (see the log)"}
+    finally:
+        worker.close()
+    worker = start(tmp_path, START="fail")
+    try:
+        assert worker.ask("add", a=1, b=2) == {
+            "error": "worker failed to start (see the log)"
+        }
+    finally:
+        worker.close()
 
 
-def test_a_worker_killed_by_a_signal_is_started_again_and_recorded(tmp_path):
-    # One of about 30 keras-hub BERT workers died of a segmentation fault
-    # under TensorFlow (stop 54): the run lost every measurement with it.
-    report, runs, restarted = run_worker(tmp_path, 1, "signal")
-    assert report["seconds"] == 0.25 and runs == 2
-    assert restarted == [
-        {"form": "gmlp", "measure": "masked_lm 128", "exit_status": -11}
-    ]
-    json.dumps(restarted)
-
-
-def test_a_worker_that_keeps_dying_stops_the_run(tmp_path):
-    with pytest.raises(
-        RuntimeError, match="gmlp masked_lm 128: exit status -11"
-    ):
-        run_worker(tmp_path, 3, "signal", restarts=1)
-    assert int((tmp_path / "runs").read_text()) == 2
-
-
-def test_a_worker_that_fails_is_not_started_again(tmp_path):
-    # An exception exits with a status of its own: it would fail again.
-    with pytest.raises(RuntimeError, match="exit status 3"):
-        run_worker(tmp_path, 1, "exit")
-    assert int((tmp_path / "runs").read_text()) == 1
+def test_run_json_reads_the_last_json_line_or_the_error(tmp_path):
+    env = common.worker_env(None, 1)
+    printed = "print('warming up'); print('{\"a\": 1}'); print('{\"a\": 2}')"
+    assert common.run_json([sys.executable, "-c", printed], env) == {"a": 2}
+    failed = "import sys; sys.exit('out of memory')"
+    answer = common.run_json([sys.executable, "-c", failed], env)
+    assert answer == {"error": "out of memory\n"}

@@ -118,7 +118,7 @@ def public_objects():
 
 
 def test_every_public_class_and_function_has_a_docstring():
-    # `masked_lm` once built its docstring by concatenating strings: an
-    # expression, so its `__doc__` was `None` and its example never ran.
+    # A docstring built by concatenating strings is an expression: its
+    # `__doc__` is `None` and its example never runs.
     missing = [name for name, value in public_objects() if not value.__doc__]
     assert not missing, missing

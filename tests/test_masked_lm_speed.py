@@ -16,9 +16,9 @@ def trained_metric_names(name):
 # The metrics a step reports do not depend on the backend.
 @pytest.mark.one_backend("torch")
 def test_every_model_trains_with_the_same_loss_and_metrics():
-    # GMLPMaskedLM.compile adds keras-hub's accuracy unless told otherwise;
-    # the BERT wrapper's plain compile did not: the gMLP paid for an
-    # argmax over the vocabulary in every timed step and BERT did not.
+    # GMLPMaskedLM.compile adds keras-hub's accuracy unless told otherwise,
+    # a plain compile does not: one model would pay for an argmax over the
+    # vocabulary in every timed step and the other would not.
     gmlp = trained_metric_names("gmlp")
     assert gmlp == trained_metric_names("bert")
     assert "masked_accuracy" in gmlp and "perplexity" in gmlp
@@ -27,8 +27,7 @@ def test_every_model_trains_with_the_same_loss_and_metrics():
 @pytest.mark.one_backend("torch")
 @pytest.mark.parametrize("name", ["gmlp", "bert"])
 def test_every_model_trains_with_the_recipe_optimizer(name):
-    # Until stop 55 the benchmark compiled Keras' AdamW without clipping,
-    # where the pretraining job compiles the recipe's: the fused AdamW
+    # As the pretraining job compiles it, not Keras' AdamW: the fused AdamW
     # (torch's fused kernel under torch), global-norm clipping and the
     # biases and normalisation variables exempt from weight decay.
     from keras_gmlp.training.fused_adamw import FusedAdamW

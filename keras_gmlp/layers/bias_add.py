@@ -16,10 +16,9 @@ def bias_add(x, bias, axis=-1):
     gradient summed over every other axis, is accumulated in float32 and
     rounded once (a `jax.custom_vjp`). JAX's own gradient of the broadcast
     is a bfloat16 `reduce_sum`, which XLA:CPU runs 17 times slower than
-    the same sum accumulated in float32 (2.7 against 0.16 ms for
-    `(8, 196, 768)`): three of those per gMLP block took about a fifth of
-    a `mixed_bfloat16` gMLP-Ti training step, which is 1.19x faster with
-    this one (`benchmarks/jax_functions.py`). That case supports
+    the same sum accumulated in float32: a `mixed_bfloat16` gMLP-Ti
+    training step is 1.2x faster with this one (`benchmarks/vision.py`).
+    That case supports
     reverse-mode gradients only (no `jax.jvp`). Every other case is the
     plain add.
 

@@ -45,10 +45,10 @@ def write_cache(cache, start_indices, update):
     where it can be.
 
     Keras' torch `slice_update` clones its input before writing: a
-    decoded token copied every block's whole cache, `(batch, max_length,
-    channels)`, to write one position (`gmlp_tiny` at 512 tokens: 0.5 ms
-    of a 3.8 ms token on an idle 2-core AMD EPYC of family 25, and the
-    copies push the weights out of the caches). Under eager torch, within
+    decoded token would copy every block's whole cache, `(batch,
+    max_length, channels)`, to write one position (for `gmlp_tiny` at 512
+    tokens about an eighth of a token's time, and the copies push the
+    weights out of the CPU's caches). Under eager torch, within
     `owned_caches()`, with Python int starts and no gradient recorded,
     the update is written into `cache` itself, which is returned. Every
     other case is `slice_update`'s copy.

@@ -21,28 +21,15 @@ _KERAS_GELU = keras.activations.gelu
 def gelu(x):
     """The exact GELU `x * Phi(x)`, `Phi` the standard normal CDF.
 
-    `keras.activations.gelu(x, approximate=False)` under torch. Under
-    TensorFlow, whose own kernel (`erfc` and the ops around it, one pass
-    over memory each) took a third of a gMLP-Ti inference step in float32
-    and more than half in bfloat16, it is the same function, in float32 at
-    least, with the closed-form gradient `Phi(x) + x phi(x)`, each an
-    XLA-compiled function: 2.0-2.3 times faster forward and 2.1-2.4 times
-    forward and backward in float32, 4.0-4.9 and 3.5-3.9 times in
-    bfloat16; a gMLP-Ti step, with the GELU alone changed, 1.05 times
-    faster in float32, 1.3 (training) and 1.5 times (inference) in
-    bfloat16 (`benchmarks/xla_functions.py`, with `0.5 erfc(-x /
-    sqrt(2))` for `Phi`). XLA expands `erfc` into two branches and a
-    select, so under JAX and TensorFlow `Phi` comes from Abramowitz and
-    Stegun's erfc (formula 7.1.26: one exponential, shared with the
-    gradient's density, absolute error below 1.5e-7;
-    `normal_cdf_and_density`), in float32 at least. Under JAX (a
-    `jax.custom_vjp` with the same gradient) 1.35-1.7 times faster than
-    `erfc` forward, gMLP-Ti inference 1.1 times
-    (`benchmarks/jax_functions.py`); under TensorFlow 1.3-1.4 times forward
-    and backward, gMLP-Ti training 1.12 (float32) and 1.07 times
-    (bfloat16) (`benchmarks/gelu_formula.py`). float64 inputs take Keras'
-    GELU (JAX's x64 mode) or `erfc` (TensorFlow). The outputs differ by
-    float32 rounding.
+    Under torch, `keras.activations.gelu(x, approximate=False)`. Under
+    JAX (a `jax.custom_vjp`) and TensorFlow (XLA-compiled functions), the
+    GELU is computed in float32 at least, with the closed-form gradient
+    `Phi(x) + x phi(x)`, and `Phi` comes from Abramowitz and Stegun's
+    erfc (formula 7.1.26: one exponential, shared with the gradient's
+    density, absolute error below 1.5e-7; `normal_cdf_and_density`)
+    rather than `erfc`, which XLA expands into two branches and a select.
+    float64 inputs take Keras' GELU (JAX's x64 mode) or `erfc`
+    (TensorFlow). The outputs differ by float32 rounding.
 
     Inside `keras_gmlp.layers.xla_functions.portable_ops()` (exports) it is
     TensorFlow's own op; when `keras.activations.gelu` has been replaced
@@ -67,21 +54,13 @@ def gelu(x):
 def biased_gelu(x, bias):
     """`gelu(x + bias)`, `bias` along the last axis, with `bias_add`'s add.
 
-    Under TensorFlow (the XLA functions allowed) the bias gradient, the
-    GELU's input gradient summed over every axis but the last, comes out
-    of the GELU's gradient function, summed in float32 (`column_sum`) as
-    that input gradient is written, instead of from TensorFlow's `Sum`
-    over it afterwards: one pass fewer over the expanded activations per
-    half of each block's first projection, the same tensors kept.
-    Measured at batch 32 on an idle 2-core Xeon with AMX
-    (`benchmarks/gelu_bias_gradient.py`): the biased GELU with its
-    gradients 1.36-1.42x faster in float32 and 1.12-1.32x in bfloat16;
-    training steps 1.03x (gMLP-Ti/16) and 1.02x (gMLP-S/16) in float32,
-    1.01x in bfloat16. The bias is added inside the XLA functions too
-    (the forward one and again the gradient one, keeping `x`): the op
-    with its gradients 1.25x faster than after TensorFlow's `AddV2`,
-    training steps 1.00-1.01x (`benchmarks/gelu_bias_add.py`, an AMD
-    EPYC with AVX-512). Elsewhere `gelu(bias_add(x, bias))`.
+    Under TensorFlow (the XLA functions allowed) the bias is added
+    inside the GELU's XLA functions (the forward one, and again the
+    gradient one, which keeps `x`), and the bias gradient, the GELU's
+    input gradient summed over every axis but the last, comes out of the
+    gradient function, summed in float32 (`column_sum`): one pass fewer
+    over the expanded activations per half of each block's first
+    projection. Elsewhere `gelu(bias_add(x, bias))`.
 
     Args:
         x: tensor `(..., channels)`.
@@ -110,18 +89,15 @@ def dense_gelu(dense, inputs, training=None):
     rows, which TensorFlow's graph optimiser fuses into one oneDNN kernel
     (`_MklNativeFusedMatMul`, GELU applied to the float32 accumulator and
     the result rounded once): no pass over the expanded activations for
-    the bias, none for the GELU. In training the GELU's input is kept for
-    the gradient, which the fusion cannot give, so `gelu` (the XLA
-    function) of the Dense runs. Measured (`benchmarks/dense_gelu.py`, an
-    AMD EPYC with AVX512-BF16): gMLP-Ti's projection and GELU 1.25-1.29x
-    (float32) and 1.29-1.33x (bfloat16) faster, its inference steps
-    1.08-1.11x and 1.22-1.23x (0.91 in the shortest of three runs). The
-    outputs differ by rounding (in bfloat16 the fused kernel rounds once).
-    Eager calls, XLA-compiled steps and exports (`portable_ops`) take
-    `gelu(dense(inputs))`. On a CPU with AMX the gMLP block's bfloat16
-    inference takes neither: its products are plain and its biases and
-    GELUs go into the spatial gating unit's XLA functions, faster there
-    because the fused bfloat16 kernel does not run on AMX
+    the bias, none for the GELU. The outputs differ by rounding (in
+    bfloat16 the fused kernel rounds once). In training the GELU's input
+    is kept for the gradient, which the fusion cannot give, so `gelu`
+    (the XLA function) of the Dense runs; eager calls, XLA-compiled
+    steps and exports (`portable_ops`) take `gelu(dense(inputs))` too.
+    On a CPU with AMX the gMLP block's bfloat16 inference takes neither:
+    its products are plain and its biases and GELUs go into the spatial
+    gating unit's XLA functions, because the fused bfloat16 kernel does
+    not run on AMX
     (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
     Without AMX it takes the fused kernel.
 
@@ -156,21 +132,13 @@ def split_dense_gelu(dense, inputs, training=None):
     columns, its bias and its GELU, so no pass over the expanded
     activations slices them apart (or, in the gradient, concatenates
     them), and the two halves are independent work, which XLA:CPU (JAX)
-    and TensorFlow's executor run side by side. Measured
-    (`benchmarks/split_projection.py`, an AMD EPYC with AVX512-BF16),
-    gMLP-Ti training and inference, two runs: JAX 1.04-1.11x and
-    1.29-1.37x faster in float32, 0.94-1.04x and 1.02-1.06x in bfloat16;
-    TensorFlow 1.04-1.06x and 1.08-1.09x, 1.08-1.10x and 1.04-1.08x.
-    Eager torch runs one op at a time and measured 0.97-0.98x. And in
-    JAX training, where the gain is smallest, XLA's scheduler keeps more
-    buffers alive to run the halves side by side: the float32 gMLP-Ti
-    step (batch 8) allocated 962 MB of temporaries against 807 MB
-    (792 MB with `--xla_cpu_enable_concurrency_optimized_scheduler=
-    false`; the gMLP block's recomputing gate does not pay that, and
-    takes `split_dense` there). So under torch, in JAX training, and for
-    a Dense with LoRA, quantized, without bias or with an activation, and
-    for symbolic inputs, it is `dense_gelu` split into two. The same sums
-    as one product's columns: outputs equal up to rounding.
+    and TensorFlow's executor run side by side. Under torch, which runs
+    one op at a time, and in JAX training, where XLA's scheduler keeps
+    more buffers alive to run the halves side by side (the gMLP block's
+    recomputing gate takes `split_dense` there), and for a Dense with
+    LoRA, quantized, without bias or with an activation, and for symbolic
+    inputs, it is `dense_gelu` split into two. The same sums as one
+    product's columns: outputs equal up to rounding.
 
     Args:
         dense: a built `keras.layers.Dense` without activation, with an
@@ -215,12 +183,7 @@ def split_dense(dense, inputs):
     `split_dense_gelu` before its GELU, on every backend. The gMLP block
     takes it in JAX training, where the spatial gating unit's recomputing
     gate applies the GELU and recomputes it for the backward pass
-    (`SpatialGatingUnit.call_on_projection`). There two products, against
-    one split in two, made gMLP-Ti's float32 training step 1.03-1.05x
-    faster in four runs of 7-15 rounds (the bfloat16 step 0.99-1.00x in
-    the two longest), at the same steady step's peak RSS
-    (`benchmarks/split_projection.py`): the gate keeps the two halves as
-    it kept the whole. A Dense that
+    (`SpatialGatingUnit.call_on_projection`). A Dense that
     `split_dense_gelu` cannot split (LoRA, quantized, no bias, an
     activation, symbolic inputs) runs its own call, then the split.
 
@@ -292,8 +255,7 @@ def _kernel_halves(kernel, bias):
     """`[(first half's kernel, bias), (second half's)]` of a Dense's
     columns."""
     # `split`, not two slices: its gradient is one concatenation, not two
-    # zero-filled kernel-sized tensors summed (training steps measured
-    # the same, 1.005-1.006x).
+    # zero-filled kernel-sized tensors summed.
     kernels = ops.split(kernel, 2, axis=-1)
     return list(zip(kernels, ops.split(bias, 2, axis=-1), strict=True))
 
@@ -458,8 +420,7 @@ def _tensorflow_cdf_and_density(y):
 @functools.cache
 def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
     """The TensorFlow GELU; `cdf_and_density(y)` gives `(Phi(y), phi(y))`
-    (`benchmarks/gelu_formula.py` passes `tensorflow_erfc_cdf_and_density`,
-    the previous form)."""
+    (`tensorflow_erfc_cdf_and_density` for TensorFlow's own `erfc`)."""
     import tensorflow as tf
 
     @tf.function(jit_compile=True, autograph=False)

@@ -240,7 +240,7 @@ class GMLPBlock(keras.layers.Layer):
             )
         else:
             if self.gating == "split":
-                # The halves `u` and `v`, two products where that measured
+                # The halves `u` and `v`, two products where that is
                 # faster (`split_dense_gelu`).
                 u, v = split_dense_gelu(
                     self.channel_projection_in, normalized, training=training

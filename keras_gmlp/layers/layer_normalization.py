@@ -12,10 +12,7 @@ from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 def jax_mean(x):
     """The mean of a JAX array over its last axis, kept: the norm's means
-    under JAX. (As a product with a column, `row_mean`'s form, the
-    `gmlp_tiny` masked LM trained 1.01x / 1.04x as fast at n = 128 / 512
-    and gMLP-Ti/16 and gMLP-S/16 0.99x / 1.00x: not taken;
-    `benchmarks/layer_norm_row_mean.py`.)"""
+    under JAX."""
     import jax.numpy as jnp
 
     return jnp.mean(x, axis=-1, keepdims=True)
@@ -28,9 +25,8 @@ def _jax_normalize(mean_rows=jax_mean):
     means by `mean_rows`.
 
     XLA:CPU compiles the gradient JAX derives from the mean and variance
-    into a training step about twice as slow as one with this closed form
-    (a pure-JAX gMLP-Ti stack, batch 8: 1.86 s against 0.87 s per step;
-    `benchmarks/vision.py`'s docstring). Forward-mode differentiation
+    into a gMLP-Ti training step about twice as slow as one with this
+    closed form (`benchmarks/vision.py`). Forward-mode differentiation
     (`jax.jvp`, `jax.hessian`) is not defined for it.
     """
     import jax
@@ -68,12 +64,7 @@ def _jax_scale():
     Under JAX's own gradient XLA:CPU broadcasts `gamma` to the
     activations' shape once, writes that array out, and keeps it from the
     forward pass's product to the gradient's. Read apart, each broadcast
-    stays inside the fusion that reads it. With the recomputing gate's
-    norm weights read apart too (`benchmarks/norm_weights_apart.py`, the
-    idle 2-core Xeon with AMX): `gmlp_tiny` masked-LM training steps 1.03x
-    as fast at n = 128 and 1.02x at 512; training steps at batch 32
-    1.01x (float32) and 1.03x (bfloat16) for gMLP-Ti/16, 1.02x and 1.11x
-    for gMLP-S/16. The same products and sums.
+    stays inside the fusion that reads it. The same products and sums.
     """
     import jax
 
@@ -115,12 +106,10 @@ def column_sum(x, split=8):
     stages for XLA:CPU.
 
     TensorFlow's XLA:CPU runs a sum over many rows (a reduce-window, then a
-    reduce) slowly: about 1.8-3.2 ms for two sums over `(8, 196, 768)`.
-    Adding the `split` interleaved row blocks first and reducing the
-    `1 / split` as many rows that are left took half that; the
-    LayerNorm's gradients 1.10-1.32x faster, a `mixed_bfloat16` gMLP-Ti
-    training step 1.10x (`benchmarks/layer_norm_column_sum.py`). A row
-    count that `split` does not divide is summed in one reduction.
+    reduce) slowly; adding the `split` interleaved row blocks first and
+    reducing the `1 / split` as many rows that are left takes about half
+    the time. A row count that `split` does not divide is summed in one
+    reduction.
     """
     import tensorflow as tf
 
@@ -139,14 +128,8 @@ def row_mean(x):
 
     XLA:CPU splits a reduction over more than 32 values into a
     reduce-window kernel and a reduce (for accuracy), each a pass of its
-    own; its dot of the rows with a column is one pass, on YNNPACK. With
-    their four means as products, the LayerNormalization's XLA functions
-    with the input gradient at `(32, 196, c)` ran 1.32-1.50x as fast for
-    c = 128 ... 768, float32 training steps at batch 32 1.06x (gMLP-Ti/16)
-    and 1.03x (gMLP-S/16), `mixed_bfloat16` ones 1.12x and 1.11x, the
-    `gmlp_tiny` masked LM's 1.05x and 1.00x at n = 128 and 512
-    (`benchmarks/layer_norm_row_mean.py`, an idle 2-core AMD EPYC with
-    AVX-512). The products accumulate in float32, as the reduction does.
+    own; its dot of the rows with a column is one pass, on YNNPACK. The
+    products accumulate in float32, as the reduction does.
     """
     import tensorflow as tf
 
@@ -199,10 +182,8 @@ def _tensorflow_layer_norm_functions(sum_rows, mean_rows):
     averages over the last axis.
 
     TensorFlow's own graph of Keras' LayerNormalization runs its moments,
-    normalisation and affine map as separate kernels; these functions are
-    2.0-2.3 times faster forward and 1.3 times with the gradients in
-    float32 on `(8, 196, 768)` and `(8, 196, 1536)` inputs
-    (`benchmarks/xla_functions.py`).
+    normalisation and affine map as separate kernels, one pass over memory
+    each.
     """
     import tensorflow as tf
 
@@ -266,9 +247,8 @@ class LayerNormalization(keras.layers.LayerNormalization):
     Under torch, one with a scale and a center is one
     `torch.nn.functional.layer_norm` of the inputs as they come (bfloat16
     or float16 ones with the float32 weights, computed in float32 and
-    rounded once) instead of Keras' cast, norm and cast back: `mixed_bfloat16`
-    gMLP-Ti steps 1.05-1.08x faster (`benchmarks/torch_layer_norm.py`).
-    Other axes run Keras' own call.
+    rounded once) instead of Keras' cast, norm and cast back. Other axes
+    run Keras' own call.
     It computes in float32 at least, as Keras does, under every dtype
     policy. Under JAX it supports reverse-mode gradients only (no
     `jax.jvp`).

@@ -16,16 +16,11 @@ def matmul(x, y):
     bfloat16 (a `jax.custom_vjp`). XLA:CPU hands such a dot to YNNPACK,
     which runs it on the CPU's bfloat16 units (AMX, AVX512-BF16); a dot
     with a bfloat16 result it converts to float32 around it, slower than
-    a float32 dot. Measured on a 2-core Xeon with AMX
-    (`benchmarks/jax_functions.py`, against `keras.ops.matmul`): a
-    2048^3 product 5.9x as fast (2.2x with both gradients: the kernel
-    gradient's dot, which reads its first operand transposed, XLA:CPU
-    still converts), gMLP-Ti's `(32, 196, 128) x (128, 768)` product
-    1.9x, 3.1x with its gradients, and a `mixed_bfloat16` gMLP-Ti
-    training step at batch 32 1.39x (inference 1.69x).
-    `preferred_element_type` on the forward dot alone does not reach the
-    backward pass: JAX's gradient of it is a dot of a float32 cotangent
-    with a bfloat16 operand, as slow as before. The sums are float32's
+    a float32 dot: a `mixed_bfloat16` gMLP-Ti training step at batch 32
+    runs 1.4x faster so on a CPU with AMX (`benchmarks/vision.py`).
+    `preferred_element_type` on the forward dot alone does
+    not reach the backward pass: JAX's gradient of it is a dot of a
+    float32 cotangent with a bfloat16 operand. The sums are float32's
     either way, in another order: the outputs agree to bfloat16's
     rounding. That case supports reverse-mode gradients only (no
     `jax.jvp`). Other JAX products of an `x` of more than two axes are
@@ -83,11 +78,8 @@ def jax_rows_matmul(x, y):
     kernel gradient that contracts two axes of the upstream gradient, and
     copies that gradient, transposed, before handing the dot to YNNPACK;
     the product of the rows gets a kernel gradient that reads the upstream
-    gradient in place (`benchmarks/row_matmul.py`, the idle 2-core Xeon
-    with AMX: float32 `gmlp_tiny` masked-LM steps 1.04-1.07x and
-    gMLP-Ti/16 training steps at batch 32 1.10x as fast). The same sums.
-    Not for bfloat16 operands: the package's bfloat16 product of the rows
-    made a `mixed_bfloat16` gMLP-Ti training step 0.85x as fast.
+    gradient in place. The same sums. Not for bfloat16 operands, whose
+    product (`matmul`) is faster as it is.
     """
     rows = ops.matmul(x.reshape(-1, x.shape[-1]), y)
     return rows.reshape(*x.shape[:-1], y.shape[-1])

@@ -29,22 +29,14 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 # Token counts from which `toeplitz_method="auto"` applies a Toeplitz weight
 # by FFT instead of the materialised product, per backend: where the FFT
 # was at least as fast, forward and forward + backward, for a unit of 1536
-# gated channels (gMLP-base text width) in `benchmarks/spatial_gating.py`
-# (`benchmarks/results/spatial_gating_*.json`). For 128 gated channels it
-# was faster from 512 tokens on every backend. torch's, measured on two
-# threads with its own backward pass (`toeplitz_product`): 1.07x
-# forward and 1.17x with backward at 1024 tokens, 0.74x and 0.82x at 512
-# (`spatial_gating_xeon_amx_torch_function_wide_torch.json`).
+# gated channels (gMLP-base text width; `benchmarks/spatial_gating.py`).
 FFT_CROSSOVER = {"jax": 1024, "tensorflow": 1024, "torch": 1024}
 # On an AMD CPU of family 25 (Zen 3, Zen 4: AVX-512, where it has any, on
 # two 256-bit halves), whose float32 matmul runs at half family 26's rate,
 # `(tokens, widest gate)`: the FFT from that many tokens for a unit of at
-# most that many gated channels. On an idle 2-core one (Zen 4, model 17),
-# whole masked-LM training steps with the FFT product against the
-# materialised one (one process, alternated), x materialised: at 256
-# gated channels (`gmlp_tiny`) torch 1.08, JAX 1.06, TensorFlow 1.11 at
-# n = 512 and 1.01 / 0.90 / 0.90 at 256; at 1,536 (the base presets' width,
-# two blocks) at 512: torch 0.81, JAX 1.00, TensorFlow 1.01.
+# most that many gated channels, where it made `gmlp_tiny` masked-LM
+# training steps at 512 tokens 1.06-1.11x faster on every backend
+# (`benchmarks/masked_lm_speed.py`).
 AMD_FAMILY_FFT_CROSSOVER = {25: (512, 256)}
 
 
@@ -147,11 +139,10 @@ def cache_index(index):
     Under eager torch a tensor position is read as an int too: Keras'
     torch `slice_update` writes at a tensor position through index grids
     (`arange`, `meshgrid`, `index_put_`) and at an int one by assigning a
-    slice, and each decoded token writes every block's cache. Measured: a
-    `gmlp_tiny` token 1.20x faster under torch (5 interleaved rounds,
-    1.09-1.27; `benchmarks/generation.py`). Not while torch compiles or
-    exports, where an int read from a tensor would be a data-dependent
-    value.
+    slice, and each decoded token writes every block's cache: a
+    `gmlp_tiny` token is 1.2x faster under torch this way
+    (`benchmarks/generation.py`). Not while torch compiles or exports,
+    where an int read from a tensor would be a data-dependent value.
     """
     if is_static(index):
         return int(index)
@@ -187,33 +178,15 @@ def leading(x, length, axis):
 def token_product(weight, v, bias, batched=False):
     """`W @ v + b` over the token axis: `(n, m)` times `(..., m, c)`.
 
-    An einsum and an add, or with `batched=True` a batched matmul of `W`
-    broadcast over the leading axes. XLA lowers the einsum to one 2-D dot
-    over `(batch x channels, tokens)`, with layout copies of `v` around
-    it; the batched matmul has none. Under JAX the batched product has a
-    hand-written gradient (`_jax_batched_product`): JAX's own gradient of
-    the broadcast `W` is a batched dot and a reduction that XLA:CPU runs
-    slower than the einsum's. Measured (`benchmarks/token_product.py`,
-    `benchmarks/jax_functions.py`): JAX inference 1.2x faster batched;
-    JAX training with JAX's own gradient 4-7 % slower, with the
-    hand-written one 1.05x (float32) and 1.09x (bfloat16) faster at
-    gMLP-Ti, the product and its gradients alone 1.13-1.48x;
-    torch 1.04-1.07x faster on an AVX2 EPYC (and without the einsum's two
-    permuted copies of `v` per block, training memory); TensorFlow, where
-    `tf.matmul` broadcasts the 2-D `W` itself (a `BatchMatMulV2`, no
-    broadcast copy), 1.05x training (rounds 1.04-1.07) and 1.02x inference
-    (0.99-1.06) on a Xeon with AVX-512 (`token_product_xeon_amx_tensorflow
-    .json`; with `W` broadcast first: 1.06x and 0.92x). So the unit asks
-    for `batched` under every backend. Under JAX that product is now one
-    dot over the token axis and a transpose instead of the batched dot of
-    a broadcast `W` (`_jax_batched_product`): gMLP-Ti inference 1.17x
-    (float32) and 1.14x (bfloat16) faster, training 1.01-1.04x and
-    1.03-1.08x, on an AMD EPYC with AVX-512
-    (`benchmarks/jax_token_product.py`). Under torch, timm's form
-    (`torch.nn.functional.linear` of `v` transposed, the bias fused)
-    measured no faster; in float32 on an AMD CPU the batched product runs
-    on oneDNN instead of MKL (`keras_gmlp.layers.torch_linear.over_tokens`:
-    gMLP-Ti inference 1.16x faster on an AMD EPYC with AVX-512).
+    An einsum and an add, or with `batched=True` a batched product with
+    no layout copies of `v`, which the unit takes on every backend: under
+    JAX one dot over the token axis and a transpose, with a hand-written
+    gradient (`_jax_batched_product`); under TensorFlow `tf.matmul` of
+    the 2-D `W` (a `BatchMatMulV2`, no broadcast copy); under torch
+    `keras_gmlp.layers.torch_linear.over_tokens`; elsewhere a matmul of
+    `W` broadcast over the leading axes. XLA lowers the einsum to one 2-D
+    dot over `(batch x channels, tokens)`, with layout copies of `v`
+    around it.
 
     Args:
         weight: tensor `(n, m)`.
@@ -247,13 +220,10 @@ def circular_convolution(x, taps, fft_length, static=True):
     The spectra are the backend's complex tensors, multiplied as such.
     Keras' `ops.rfft` splits them into real and imaginary parts, which
     costs copies, a product in four real multiplications (or, under JAX,
-    a reassembly), and a recombination before `ops.irfft`. Whole
-    masked-LM training steps with `gmlp_tiny` at n = 2048 and 4096 ran
-    1.18-1.19x faster under torch, 1.05-1.06x under TensorFlow and
-    1.02-1.03x under JAX (`benchmarks/fft_product.py`). Under JAX the
-    product stays complex: XLA turned the taps' gradient of the real form
-    into slow reductions over the channels (2.4x slower backward at
-    n = 8192). The unit takes it under JAX and while torch compiles;
+    a reassembly), and a recombination before `ops.irfft`. Under JAX the
+    product stays complex too: XLA turns the taps' gradient of the real
+    form into slow reductions over the channels. The unit takes it under
+    JAX and while torch compiles;
     under TensorFlow and eager torch it takes
     `keras_gmlp.layers.toeplitz_product`, the same FFTs with a backward
     pass by hand.
@@ -298,9 +268,9 @@ def _jax_batched_product():
     The product is one dot of `W` with `v`'s token axis, `(n, batch, c)`,
     transposed to `(batch, n, c)`: XLA:CPU copies `v` to `(m, batch x c)`
     for the dot and fuses the result's transpose into the ops that read it
-    (the bias add and the gating). A batched dot needed `W` broadcast to
-    `(batch, n, m)` first, a copy XLA:CPU made at about 1 ms a block for
-    gMLP-Ti at batch 8 (see `token_product` for both measured). The
+    (the bias add and the gating). A batched dot would need `W`
+    broadcast to `(batch, n, m)` first, a copy XLA:CPU makes at about
+    1 ms a block for gMLP-Ti at batch 8. The
     gradient of `v` is the same product with `W` transposed; that of `W`
     the sum over the batch of `g[b] @ v[b]^T` accumulated in float32
     (`jax_weight_gradient`), instead of JAX's batched dot into
@@ -351,11 +321,7 @@ def jax_weight_gradient(upstream, v, dtype):
     dot contracting the batch and the channels, for which XLA copies both
     operands to `(tokens, batch x channels)`: the per-example dots unroll the
     batch into the program, and XLA's compile time grows with it (a
-    2-block classifier's first step at batch 512 took 17 s). Measured
-    (`benchmarks/jax_weight_gradient.py`, the idle 2-core Xeon with AMX,
-    gMLP-Ti/16, x per-example dots): the compile 1.45x / 1.41x faster with
-    one dot at batch 32 (float32 / bfloat16), 1.73x / 1.83x at 64; the
-    training step 0.98x / 0.95x at 32, 0.98x / 1.00x at 64.
+    2-block classifier's first step at batch 512 takes 17 s).
     """
     import jax
     import jax.numpy as jnp
@@ -643,43 +609,29 @@ class SpatialGatingUnit(keras.layers.Layer):
         `torch.autograd.Function` that keeps for the backward pass the
         GELU's input and the product, and recomputes the GELU, the norm
         and the projection's input there
-        (`keras_gmlp.layers.torch_spatial_gate`): a gMLP-Ti training
-        forward (batch 8) leaves 281 MiB for the backward pass instead of
-        557 (float32; bfloat16 141 instead of 279), the steady training
-        step's peak RSS is 0.72x timm's instead of 1.32x, and the step is
-        1.00-1.03x (float32) and 1.01-1.02x (bfloat16) as fast
-        (`benchmarks/torch_spatial_gate.py`, `benchmarks/memory.py`; an
-        AMD EPYC with AVX-512). The outputs and gradients are the same.
+        (`keras_gmlp.layers.torch_spatial_gate`), which brings the steady
+        gMLP-Ti training step's peak RSS to 0.72x timm's
+        (`benchmarks/memory.py`). The outputs and gradients are the same.
         Under JAX (the gMLP block calls this in training only, with its
         projection's two halves as two products:
         `keras_gmlp.layers.gelu.split_dense`) the same is one
         `jax.custom_vjp` that keeps the same two and recomputes
         the rest with the unit's own functions
-        (`keras_gmlp.layers.jax_spatial_gate`):
-        the steady gMLP-Ti training step's peak RSS is 0.53x timm's instead
-        of 1.31x, and the step 1.09-1.12x (float32) and 1.19-1.48x
-        (bfloat16) as fast (`benchmarks/jax_spatial_gate.py`); the outputs
-        are the same, the gradients equal up to float32 rounding. Under
-        TensorFlow the same is one `tf.custom_gradient`
-        (`keras_gmlp.layers.tensorflow_spatial_gate`) for a unit made
-        under `keras.RematScope(mode="activations")` (or by a block made
-        under it) only: there it costs time (gMLP-Ti training at batch 32
-        0.93x as fast in float32, 0.91x in bfloat16) for memory (the first
-        steps' peak RSS 0.86x timm's instead of 1.34x;
-        `benchmarks/tensorflow_spatial_gate.py`, an idle 2-core Xeon with
-        AMX). Under TensorFlow in training for any other unit, with the
+        (`keras_gmlp.layers.jax_spatial_gate`), which brings the steady
+        gMLP-Ti training step's peak RSS to 0.53x timm's
+        (`benchmarks/memory.py`); the outputs are the same, the gradients
+        equal up to float32 rounding. Under TensorFlow the same is one
+        `tf.custom_gradient` (`keras_gmlp.layers.tensorflow_spatial_gate`)
+        for a unit made under `keras.RematScope(mode="activations")` (or
+        by a block made under it) only: there it trades time for memory.
+        Under TensorFlow in training for any other unit, with the
         halves' biases apart, the gated half `gelu(u's) * (W z + b)` is one
         XLA function with its gradient in another (the GELU recomputed),
         and in bfloat16 and float16 so is the gate input `z`
         (`tensorflow_spatial_gate.training_gelu_gate`,
-        `training_normalized_gelu`): the first steps' peak RSS 1.19x
-        timm's instead of 1.33x (gMLP-Ti, float32), the steps as fast or
-        faster than TensorFlow's own differentiation (1.00-1.08x; an AMD
-        EPYC with AVX-512). A plain `keras_gmlp.layers.Dense` given as
-        `output_projection` is folded into that gate, its input
-        recomputed in the backward pass rather than kept: the first
-        steps' peak RSS 0.90x timm's instead of 1.03x (gMLP-Ti, float32,
-        an AMD EPYC of family 25), the steps 0.97-1.00x as fast. Under
+        `training_normalized_gelu`); a plain `keras_gmlp.layers.Dense`
+        given as `output_projection` is folded into that gate, its input
+        recomputed in the backward pass rather than kept. Under
         TensorFlow outside training, under a bfloat16 policy, the halves'
         products with their biases apart are the products of
         plain `MatMul`s, whose biases and GELUs the norm's and the
@@ -814,10 +766,8 @@ class SpatialGatingUnit(keras.layers.Layer):
             hidden_u, hidden_v = hidden
             bias_u, bias_v = hidden_biases
             if keras.backend.standardize_dtype(hidden_v.dtype) == "float32":
-                # The GELU and norm as one function made float32 gMLP-Ti
-                # training 0.94x as fast (`benchmarks/
-                # tensorflow_training_gate.py`); bfloat16 as fast, keeping
-                # less.
+                # In float32 the GELU and norm as one function are slower;
+                # in bfloat16 and float16 as fast, keeping less.
                 z = direct_call(self.norm, biased_gelu(hidden_v, bias_v))
             else:
                 z = tensorflow_spatial_gate.training_normalized_gelu(
@@ -948,10 +898,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         TensorFlow's bfloat16 inference gate: the XLA functions' path (not
         exports), bfloat16 `(batch, tokens, channels)`, what the
         recomputing gates need, and a CPU with AMX (`cpu_features.
-        has_amx`). On an AMD EPYC with AVX512-BF16 and no AMX the gate
-        made inference 0.86x (gMLP-Ti/16) and 0.90x (gMLP-S/16) as fast
-        as oneDNN's fused product, bias and GELU
-        (`benchmarks/tensorflow_inference_gate.py`)."""
+        has_amx`). Without AMX, oneDNN's fused product, bias and GELU
+        are faster."""
         return (
             xla_functions_enabled()
             and self._recomputable_3d(hidden, hidden.shape[-2])
@@ -1139,9 +1087,9 @@ class SpatialGatingUnit(keras.layers.Layer):
         reversed, times the first `i + 1` cached positions; no zero-padded
         taps, no mask, a product over `i + 1` positions instead of
         `max_length`. The positions after `i` are never read, whatever
-        they hold (the prefill writes the padding's). Measured: a
-        `gmlp_tiny` token 1.22-1.39x faster under torch (3 interleaved
-        rounds; `benchmarks/generation.py`). `index` is a Python int
+        they hold (the prefill writes the padding's). A `gmlp_tiny` token
+        is 1.2-1.4x faster under torch this way
+        (`benchmarks/generation.py`). `index` is a Python int
         (`cache_index` reads it so under eager torch).
         """
         import torch

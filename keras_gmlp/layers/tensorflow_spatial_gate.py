@@ -64,13 +64,10 @@ def recomputed_spatial_gate(
     rounds it: outputs and gradients are the usual call's up to float32
     rounding.
 
-    The unit takes it under `keras.RematScope(mode="activations")` only.
-    It trades time for memory under TensorFlow: gMLP-Ti/16 training at
-    batch 32 on an idle 2-core Xeon with AMX, the first steps' peak RSS
-    0.86x timm's instead of 1.34x (gMLP-S/16 0.67x instead of 1.10x), and
-    the steps 0.93x (float32) and 0.91x (bfloat16) as fast
-    (`benchmarks/tensorflow_spatial_gate.py`, `benchmarks/memory.py`).
-    First-order gradients only.
+    The unit takes it under `keras.RematScope(mode="activations")` only:
+    it trades time for memory, the steps about 10 % slower, the first
+    steps' peak RSS of gMLP-Ti/16 training at batch 32 0.86x timm's
+    (`benchmarks/memory.py`). First-order gradients only.
 
     Args:
         hidden: tensor `(batch, tokens, 2 c)`, the block's first projection
@@ -152,9 +149,8 @@ def recomputed_spatial_gate(
             # Recomputed once the backward pass has begun (TensorFlow's
             # executor runs an op as soon as its inputs are ready, so
             # without the dependency it could recompute `v` during the
-            # forward pass and keep it), beside the gated half's work:
-            # after `by_mixed` instead, gMLP-Ti steps measured 0.81-0.89x
-            # the default's against 0.88-0.91x.
+            # forward pass and keep it), beside the gated half's work
+            # rather than after `by_mixed`, which is slower.
             with tf.control_dependencies([upstream]):
                 v = functions.gelu(hidden_v)
             z = functions.layer_norm(v, gamma, beta, epsilon)
@@ -202,20 +198,16 @@ def inference_spatial_gate(
     Otherwise TensorFlow's graph optimiser fuses each half's product, bias
     and GELU into one oneDNN kernel (`keras_gmlp.layers.gelu.dense_gelu`),
     which in bfloat16 runs `inner_product`, not the AMX kernels of a plain
-    `MatMul` (`benchmarks/dense_gelu_kernels.py`), and the XLA GELU after a
-    plain product costs another pass over the expanded activations. Here
-    the products are plain `MatMul`s and each half's bias and GELU are
-    computed in the XLA function that reads the half anyway: `v`'s in the
-    norm's (`normalized_gelu`), `u`'s in the gating's (`gelu_gate`, with
-    the token product's bias and `attention`), which replaces TensorFlow's
-    add and multiply kernels. Measured on an idle 2-core Xeon with AMX
-    (`benchmarks/tensorflow_inference_gate.py`, batch 32): gMLP-S/16
-    inference 1.22x as fast (rounds 1.10-1.33), gMLP-Ti/16 0.96x and 1.02x
-    in two runs (0.87-1.07; its halves, 384 channels, gain less from AMX).
-    In float32 and float16 the fused kernels measured faster, and so they
-    did in bfloat16 on an AMD EPYC without AMX (the gate 0.86x and 0.90x
-    as fast): the unit takes this gate only on a CPU with AMX
-    (`keras_gmlp.layers.cpu_features.has_amx`).
+    `MatMul`, and the XLA GELU after a plain product costs another pass
+    over the expanded activations. Here the products are plain `MatMul`s
+    and each half's bias and GELU are computed in the XLA function that
+    reads the half anyway: `v`'s in the norm's (`normalized_gelu`), `u`'s
+    in the gating's (`gelu_gate`, with the token product's bias and
+    `attention`), which replaces TensorFlow's add and multiply kernels.
+    It makes gMLP-S/16 inference at batch 32 1.2x faster on a CPU with AMX
+    (`benchmarks/vision.py`); in float32 and float16, and in bfloat16
+    without AMX, the fused kernels are faster, so the unit takes this
+    gate only on a CPU with AMX (`keras_gmlp.layers.cpu_features.has_amx`).
 
     Each value is rounded to the compute dtype where the usual call rounds
     it (the sum of product and bias too, as `biased_gelu` rounds it in
@@ -264,12 +256,8 @@ def training_normalized_gelu(hidden_v, bias_v, gamma, beta, epsilon):
     the backward pass one that recomputes the GELU from `hidden_v` and
     writes the gradients of `hidden_v`, of `bias_v` and of the norm's
     weights; it keeps `hidden_v` only. The unit takes it in bfloat16 and
-    float16 (with `training_gelu_gate`, gMLP-Ti/16 training 1.08x as fast
-    as TensorFlow's own differentiation in three pairs of processes on an
-    idle 2-core AMD EPYC with AVX-512, 1.02-1.07x in one process, gMLP-S
-    0.99-1.01x); in float32 it measured 0.98x (XLA:CPU's fused GELU and
-    norm), where the gated half alone made it 1.04x
-    (`benchmarks/tensorflow_training_gate.py`).
+    float16, where it is faster than TensorFlow's own differentiation;
+    in float32 XLA:CPU's fused GELU and norm are slower.
     Outputs are the usual call's up to rounding: XLA may keep the biased
     GELU's sum in float32 where TensorFlow rounds it.
 
@@ -334,25 +322,14 @@ def training_gelu_gate(
     `hidden_u` and of the product, with the biases' sums (`b`'s as a
     product with ones, which XLA:CPU runs 3-4x faster than its reduction
     over the rows and channels). It keeps `hidden_u` and the product (and
-    `attention`): a third less of what the gated half kept. Measured on an
-    idle 2-core AMD EPYC with AVX-512 (`benchmarks/
-    tensorflow_training_gate.py`, `benchmarks/memory.py`, batch 32):
-    the first steps' peak RSS 1.19x timm's instead of 1.33x (gMLP-Ti/16,
-    float32; gMLP-S/16 1.01x instead of 1.13x), gMLP-Ti/16 float32
-    training 1.04x as fast in three pairs of processes, 1.00-1.02x in one
-    process (gMLP-S/16 1.00-1.01x).
+    `attention`): a third less than the usual call keeps.
 
     With `kernel`, the projection's product of the gated output's rows is
     inside too, and the backward pass's function writes the gated output
     again for the kernel's gradient, so the gated output is not kept
     either (TensorFlow's `MatMul` gradient keeps its input): `0.5 f`
-    values a token less. On an idle 2-core AMD EPYC (family 25) with
-    AVX-512, batch 32, float32: the first steps' peak RSS 0.90x timm's
-    instead of 1.03x (gMLP-Ti/16; gMLP-S/16 0.79x instead of 0.92x), the
-    whole process's 0.96x instead of 1.06x; the training steps 0.975-0.995x
-    as fast in float32 and 0.97-0.99x in bfloat16 (gMLP-Ti/16), the masked
-    LM's (`gmlp_tiny`) 1.00x at 128 tokens and 0.97x at 512
-    (`benchmarks/tensorflow_folded_projection.py`, `benchmarks/memory.py`).
+    values a token less, the first steps' peak RSS of float32 gMLP-Ti/16
+    training at batch 32 0.90x timm's (`benchmarks/memory.py`).
 
     Each value is rounded to the compute dtype where the usual call
     rounds it, the biases' gradients accumulated in float32: in float32
@@ -443,7 +420,7 @@ def _project(gated, kernel, bias):
     """`gated @ kernel + bias` over the last axis: the rows' `MatMul`, the
     bias added to its 3-D result (as Keras' Dense adds it: Grappler would
     fuse a 2-D `MatMul` and its bias into oneDNN's `inner_product`, which
-    in bfloat16 does not run on AMX; `benchmarks/dense_gelu_kernels.py`)."""
+    in bfloat16 does not run on AMX)."""
     rows = tf.reshape(gated, (-1, gated.shape[-1]))
     shape = tf.concat([tf.shape(gated)[:-1], tf.shape(kernel)[-1:]], 0)
     outputs = tf.reshape(tf.matmul(rows, kernel), shape)

@@ -122,8 +122,7 @@ class TinyAttention(keras.layers.Layer):
                 keys if allowed is None else ops.logical_and(allowed, keys)
             )
         # Scalars, not filled `(..., n, n)` tensors, for the masked
-        # entries: an aMLP masked-LM training step at n = 512 ran 1.03x
-        # (torch), 1.01x (TensorFlow, JAX) as fast so (scratch, stop 46).
+        # entries.
         weights = ops.softmax(
             scores if allowed is None else ops.where(allowed, scores, -1e9),
             axis=-1,
@@ -217,12 +216,9 @@ class TinyAttention(keras.layers.Layer):
         `index + 1` cached keys it sees (no causal mask, the later
         positions never read), in torch's ops, not Keras'. A compiled loop
         (JAX, TensorFlow) needs shapes that do not change with `index`;
-        eager torch does not. Measured with the output projection called
-        by `direct_call` (`benchmarks/generation.py --preset amlp_tiny
-        --tokens 512`, an idle 2-core AMD EPYC, two runs): the aMLP's
-        cached decoding 595 tokens/s against 410 before (the recomputing
-        baseline 94 both times), 1.45x; the two apart, in scratch runs of
-        one `generate()`: 1.08x (`direct_call`), then 1.20x."""
+        eager torch does not. With the output projection called by
+        `direct_call`, this makes the aMLP's cached decoding at 512 tokens
+        1.45x faster (`benchmarks/generation.py --preset amlp_tiny`)."""
         import torch
 
         update = torch.stack([key, value], dim=1).to(cache.dtype)

@@ -9,30 +9,16 @@ poorly:
 
 - TensorFlow hands the optimizer an `IndexedSlices` of `n^2` rows, and
   Keras' optimizer sums its duplicates with `UnsortedSegmentSum` for each
-  of its moments (a TensorFlow profile of `gmlp_tiny` masked-LM training
-  at n = 512 on an idle 2-core AMD EPYC with AVX-512: 7 ms of the
-  optimizer's `UnsortedSegmentSum`, 3 ms of `GatherV2` and 1 ms of the
-  gather's own gradient, in a 109 ms step). Here the gather and its
-  gradient, the same sums written dense, are XLA functions, and the
-  optimizer takes a dense update.
+  of its moments. Here the gather and its gradient, the same sums
+  written dense, are XLA functions, and the optimizer takes a dense
+  update.
 - torch writes the gather's gradient as an indexed add. Here the matrix
   is the taps reversed and tiled (`tiled_matrix`), whose gradient is a
   reshape and a sum.
 - JAX keeps the gather: XLA's scatter-add runs it well enough that the
-  tiled taps made its steps no faster.
+  tiled taps make its steps no faster.
 
-Measured on that EPYC (`benchmarks/toeplitz_matrix.py`, 7 rounds, x the
-gather; the matrix with its gradient alone, then `gmlp_tiny` masked-LM
-training steps of 4,096 tokens) at n = 128 / 512 / 1000:
-
-| backend | matrix | masked-LM step |
-|---|---|---|
-| tensorflow | 1.27 / 2.69 / 3.67 | 1.00 / 1.02 / **1.16** |
-| torch | 0.92 / 2.05 / 2.96 | 1.02 / 1.08 / 1.05 |
-| jax, tiled | 3.98 / 1.52 / 0.62 | 1.01 / 0.98 / 0.96 |
-
-(TensorFlow's step at 512 read 1.03-1.06x in three earlier runs.) The
-matrices are the gather's exactly; the gradients equal its sums up to
+The matrices are the gather's exactly; the gradients equal its sums up to
 float32 rounding (another order of the adds).
 """
 
@@ -76,7 +62,7 @@ def toeplitz_matrix(taps, length):
         return _tensorflow_matrix(length, tokens)(taps)
     if keras.config.backend() == "torch":
         return tiled_matrix(taps, length)
-    # JAX (whose steps measured the same either way) and TensorFlow's
+    # JAX (whose steps are as fast either way) and TensorFlow's
     # exports (`portable_ops`).
     return gathered_matrix(taps, length)
 

@@ -10,19 +10,15 @@ then `irfft(G conj(T))` for `v` and `irfft(sum G conj(X))` for the taps
 spectra, kept from the forward pass as autograd keeps them).
 
 The backends' own gradients of the padded `rfft` and of `irfft` cost
-more. A torch profile of `gmlp_tiny` masked-LM training at n = 2048
-found per block a complex-to-complex FFT of the whole padded length
+more: torch's is a complex-to-complex FFT of the whole padded length
 where a real inverse FFT does, zero fills and concatenations for the
 padding and its gradient, and the output and the input gradient left in
-the transposed `(channels, tokens)` layout, which made the gating
-multiply that reads them strided. TensorFlow's gradients of the padded
-FFTs are likewise slices, pads and masks around the FFTs.
-
-Measured (`benchmarks/toeplitz_product.py`, whole `gmlp_tiny` masked-LM
-training steps, x the backends' own gradients, the idle 2-core Xeon with
-AMX): torch 1.17x at n = 1024, 1.19x at 2048 and 1.26x at 4096,
-TensorFlow 1.16x at 2048 and 4096. JAX's own gradient of `jnp.fft` is
-the transposed FFTs already.
+the transposed `(channels, tokens)` layout, which makes the gating
+multiply that reads them strided; TensorFlow's are likewise slices, pads
+and masks around the FFTs. With this backward pass `gmlp_tiny` masked-LM
+training at 2048 tokens runs about 1.2x faster under torch and
+TensorFlow (`benchmarks/masked_lm_speed.py`). JAX's own gradient of
+`jnp.fft` is the transposed FFTs already.
 """
 
 import functools
@@ -63,9 +59,8 @@ def _torch_transposed_padded(x, fft_length):
     """`x` `(..., tokens, channels)` as float32 `(..., channels,
     fft_length)`, zero after the tokens.
 
-    The transpose is copied a block of `TRANSPOSE_BLOCK` tokens at a time:
-    one strided copy of a whole `(2, 2048, 256)` array took 1.44 ms,
-    blocks of 128-1024 tokens 0.62-0.68 ms (2 threads, the Xeon with AMX).
+    The transpose is copied a block of `TRANSPOSE_BLOCK` tokens at a time,
+    in about half the time of one strided copy of the whole array.
     """
     import torch
 

@@ -3,16 +3,10 @@
 `softmax(q k^T / sqrt(d), masked) v` for the single head of aMLP's tiny
 attention, written as `torch.nn.functional.scaled_dot_product_attention`
 (on a CPU its flash-attention kernel, forward and backward), instead of
-two batched products around a masked softmax. A torch profile of
-`amlp_tiny` masked-LM training at n = 512 (8 sequences, an idle 2-core
-AMD EPYC with AVX-512, 190 ms a step) spent about 22 ms a step in the
-attention's `bmm`s, 8 ms in 40 `where`s over `(batch, n, n)` (the mask
-and its gradient) and 3 ms in the softmax and its gradient.
-
-Measured on that EPYC (`benchmarks/torch_attention.py`, 7 rounds): the
-aMLP masked-LM step 1.10x (1.06-1.25) as fast at n = 128 and 1.21x
-(1.16-1.28) at 512; against a BERT matched to it (`benchmarks/
-masked_lm_speed.py`) the aMLP went from 1.11 / 0.86 to 1.21 / 1.07.
+two batched products around a masked softmax and the `where`s over
+`(batch, n, n)` of the mask and its gradient: the `amlp_tiny` masked-LM
+training step runs 1.1-1.2x faster so at 128-512 tokens
+(`benchmarks/masked_lm_speed.py`).
 
 A query that sees no key (a padded token before the first real one under
 the causal mask, or a row of padding only) attends to nothing, as in the

@@ -18,21 +18,17 @@ def linear(x, weight, bias=None):
     """`x @ weight.T + bias`, as `torch.nn.functional.linear`.
 
     torch's CPU wheels compute a float32 matmul with Intel's MKL, which on
-    an AMD CPU takes a slower path than the oneDNN they also carry: a
-    2048^3 product at 214 GFLOP/s against oneDNN's 477, on an idle 2-core
-    AMD EPYC with AVX-512 (family 26), whose JAX and TensorFlow reach
-    453-485. So where `takes_onednn` holds this runs the product and both
-    of its gradients on oneDNN (`torch.ops.mkldnn._linear_pointwise`, the
-    kernel `torch.compile` uses for a CPU linear). With the blocks'
-    projections so, float32 training steps at batch 32 there ran 1.29x
-    (gMLP-Ti/16) and 1.53x (gMLP-S/16) as fast, inference 1.34x and
-    1.56x (`benchmarks/torch_linear.py`). Products of fewer than
-    `MIN_MULTIPLY_ADDS` keep MKL, unless `weight` has at least
-    `MIN_WEIGHT_ELEMENTS` (a product of a few rows is bound by reading
-    the weight, which MKL does on one thread: see there). The sums are
-    float32's in
-    another order. An Intel CPU keeps MKL, fast there (389-391 GFLOP/s on
-    a 2-core Xeon with AMX; oneDNN not measured there). Elsewhere it is
+    an AMD CPU takes a slower path than the oneDNN they also carry, at
+    about half its rate. So where `takes_onednn` holds this runs the
+    product and both of its gradients on oneDNN
+    (`torch.ops.mkldnn._linear_pointwise`, the kernel `torch.compile`
+    uses for a CPU linear): float32 gMLP-Ti/16 and gMLP-S/16 training at
+    batch 32 runs 1.3-1.5x faster so on an AMD EPYC with AVX-512
+    (`benchmarks/vision.py`). Products of fewer than `MIN_MULTIPLY_ADDS`
+    keep MKL, unless `weight` has at least `MIN_WEIGHT_ELEMENTS` (a
+    product of a few rows is bound by reading the weight, which MKL does
+    on one thread: see there). The sums are float32's in another order.
+    An Intel CPU keeps MKL, fast there. Elsewhere it is
     `torch.nn.functional.linear`.
 
     Args:
@@ -50,18 +46,15 @@ def linear(x, weight, bias=None):
 
 
 # oneDNN's call costs about 10 us more than MKL's: a product of fewer
-# multiply-adds than this ran as fast or slower on it (the EPYC above;
-# 2 M: 1.07x, 16 M: 1.94x).
+# multiply-adds than this runs as fast or slower on it.
 MIN_MULTIPLY_ADDS = 2**22
 # A product of a few rows by a large weight reads the weight from memory:
-# MKL does so on one thread, oneDNN on all. One row times weights of
-# 0.25 M / 1 M float32 elements, MKL's time over oneDNN's, on an idle
-# 2-core AMD EPYC of family 25: 1.24x / 1.39-2.29x with the weight out of
-# the CPU's caches, 1.08x / 1.42-2.30x in them (0.12 M: 0.81x / 0.64x).
-# `gmlp_tiny`'s decoded token's logits, `(1, 128) x (128, 8192)`, are one.
+# MKL does so on one thread, oneDNN on all, faster from about this many
+# float32 elements. `gmlp_tiny`'s decoded token's logits,
+# `(1, 128) x (128, 8192)`, are one.
 MIN_WEIGHT_ELEMENTS = 2**18
 # AMD's family 26 (Zen 5) runs AVX-512 at full width: there oneDNN's
-# token product ran twice MKL's rate (`takes_onednn_over_tokens`).
+# token product runs at twice MKL's rate (`takes_onednn_over_tokens`).
 ONEDNN_TOKEN_PRODUCT_FAMILY = 26
 
 
@@ -121,10 +114,7 @@ def weight_gradient(upstream, x):
     gradient, on oneDNN where `takes_onednn`.
 
     oneDNN reads both operands transposed in place. With `out` the wider
-    side it computes `(x.T @ upstream).T`: `(6272, 128)` and `(6272,
-    768)` rows, gMLP-Ti's first projection, took 3.6 ms so against MKL's
-    6.3 and 6.9 the other way round; with `in` the wider, `(6272, 384)`
-    and `(6272, 128)`, 1.8 ms against 3.1 and 3.1.
+    side it computes `(x.T @ upstream).T`, the faster order there.
     """
     if not takes_onednn(upstream, x, upstream.numel() * x.shape[1]):
         return upstream.t() @ x
@@ -168,14 +158,9 @@ def over_tokens(weight, x):
     computes it and both of its gradients (`OneDnnTokenProduct`) as one 2-D
     product on oneDNN: `weight` times `x`'s tokens as rows `(m, ... x c)`, a
     copy of `x` (`token_rows`); the result is a view of an `(n, ..., c)`
-    buffer. On the family-26 EPYC of `linear` the product of gMLP-Ti/16's
-    units at batch 32, `(196, 196)` times `(32, 196, 384)`, ran at 381
-    GFLOP/s so against MKL's batched 202, its weight gradient at 269 against
-    192 (batched and summed); a masked LM's at n = 512, `(512, 512)` times
-    `(8, 512, 256)`, at 433 and 442 against 216 and 200. Training steps at
-    batch 32 ran 1.14x (gMLP-Ti/16) and 1.13x (gMLP-S/16) as fast, inference
-    1.16x and 1.13x (`benchmarks/torch_token_product.py`). The sums are
-    float32's in another order.
+    buffer. float32 gMLP-Ti/16 and gMLP-S/16 training at batch 32 runs
+    1.13-1.14x faster so on a family-26 AMD EPYC (`benchmarks/vision.py`).
+    The sums are float32's in another order.
 
     Args:
         weight: torch tensor `(n, m)`.
@@ -212,12 +197,9 @@ def takes_onednn_over_tokens(weight, x, multiply_adds):
     `takes_onednn`'s rule, on an AMD CPU of family 26 or later
     (`keras_gmlp.layers.cpu_features.cpu_family`).
 
-    On a family-25 EPYC (AVX-512, AVX512-BF16) torch's MKL ran the
-    batched product about as fast as oneDNN's, and the rows' copies
-    (`token_rows`) cost more than that: gMLP-Ti/16 at batch 32, oneDNN x
-    MKL, float32 training 0.92 and 0.98, inference 0.96 and 0.95 in two
-    runs (`benchmarks/torch_token_product.py`, against 1.13-1.16 on
-    family 26)."""
+    On an earlier family (25) torch's MKL runs the batched product about
+    as fast as oneDNN, and the rows' copies (`token_rows`) cost more than
+    that."""
     return (
         takes_onednn(weight, x, multiply_adds)
         and cpu_features.cpu_family() >= ONEDNN_TOKEN_PRODUCT_FAMILY

@@ -84,16 +84,9 @@ def takes_gelu_of_halves(dtype):
     norm makes a contiguous copy of it, forward and backward, and the
     norm's input gradient is copied back into that output's buffer. Of
     each half, `u` and `v` come out contiguous, but the GELUs and their
-    gradients write fresh buffers. Training steps at batch 32, each half
-    x the whole input (`benchmarks/torch_gate_halves.py`):
-
-    | CPU | float32 | bfloat16 |
-    |---|---|---|
-    | Xeon with AMX (model 167) | 1.02-1.04 | 1.00 |
-    | AMD EPYC (family 26, model 2) | 0.98-1.06 | 0.89-0.94 |
-
-    (gMLP-Ti/16 and gMLP-S/16, idle 2-core machines.) So float32 takes
-    the halves and other dtypes the whole input.
+    gradients write fresh buffers. Each half apart is as fast or faster in
+    float32 and slower in bfloat16, so float32 takes the halves and other
+    dtypes the whole input.
     """
     return dtype == torch.float32
 

@@ -399,10 +399,11 @@ ALIASES = {
 # Default peak learning rates by job and architecture, for a global batch
 # of the job's `--per-replica-batch-size` (text) or of the dataset's
 # `learning_rate_batch_size` (images), used when a run gives no
-# `--learning-rate`. The masked-LM rates won the seeded sweep of
-# `benchmarks/results/sweep_mlm_pydocs_up2.json` (tiny models of 1.4 M
-# parameters, batches of 32 x 128, 300 s on one core; 5e-4 to 8e-3 tried,
-# each best rate inside its grid); longer or larger runs may want less.
+# `--learning-rate`. The masked-LM rates won a seeded sweep
+# (`benchmarks/sweep.py`, `benchmarks/results/sweep_mlm_pydocs.json`: tiny
+# models of 1.4 M parameters, batches of 32 x 128, 300 s on one core; 5e-4
+# to 8e-3 tried, each best rate inside its grid); longer or larger runs may
+# want less.
 # The other rates are starting values from the small-model literature
 # (GPT-3 Small 6e-4, DeiT 5e-4 per 512 images, so 4e-3 for the ImageNet
 # row's batch of 4096).
@@ -416,9 +417,9 @@ LEARNING_RATES = {
     },
     "causal": {"gmlp": 1e-3, "gpt2": 6e-4},
     # Images: None keeps the dataset's own (the gMLP recipe's) value. The
-    # ViT's digits rate won benchmarks/results/sweep_digits32_vit_up2.json
-    # (5e-4 to 8e-3 tried; 8e-3 was unstable; the gMLP's own 3e-3 tied
-    # there with 1.5e-3).
+    # ViT's digits rate won a seeded sweep
+    # (`benchmarks/results/sweep_digits32.json`: 5e-4 to 8e-3 tried, 8e-3
+    # unstable; the gMLP's own 3e-3 tied there with 1.5e-3).
     "image": {
         "gmlp": {"digits": None, "cifar": None, "imagenet": None},
         "vit": {"digits": 4e-3, "cifar": 5e-4, "imagenet": 4e-3},

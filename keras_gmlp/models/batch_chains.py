@@ -23,13 +23,11 @@ def runs_batch_chains(inputs):
     the last, and the XLA functions among them (the LayerNorms, the GELU,
     the gates) use the intra-op threads only in part. The blocks of each
     half of the batch are an independent chain, which the executor runs
-    beside the other's. Measured on an idle 2-core Xeon with AMX
-    (`benchmarks/batch_chains.py`, batch 32): gMLP-Ti/16 and gMLP-S/16
-    training 1.06x as fast in float32 and 1.03-1.05x in bfloat16,
-    inference 1.09-1.16x and 1.11x; gMLP-Ti's training process peaked
-    about 100 MiB (2.6 %) higher. The masked LM's smaller blocks ran no
-    faster that way with every op on all the cores, so the text backbone
-    runs as chains only where its ops share them (`runs_text_chains`).
+    beside the other's: float32 gMLP-Ti/16 and gMLP-S/16 training at
+    batch 32 runs 1.06x faster so (`benchmarks/vision.py`). The masked
+    LM's smaller blocks run no faster that way with every op on all the
+    cores, so the text backbone runs as chains only where its ops share
+    them (`runs_text_chains`).
     """
     if keras.config.backend() != "tensorflow" or not xla_functions_enabled():
         return False
@@ -57,12 +55,10 @@ def chains_fit_the_cores():
     `keras_gmlp.training.share_cores_between_chains` sets them (by
     default each op takes every core).
 
-    The text backbone runs as chains only then: on an idle 2-core AMD
-    EPYC the `gmlp_tiny` masked LM's training steps (4,096 tokens) ran
-    1.07x and 1.04x as fast at n = 128 and 512 as two chains with one
-    thread per op as they had as one chain on all the cores
-    (`benchmarks/chain_threads.py`), and two chains on all the cores
-    0.99x and 0.95x (stop 41, `benchmarks/README.md`).
+    The text backbone runs as chains only then: two chains with one
+    thread per op make `gmlp_tiny` masked-LM training 1.04-1.07x faster
+    than one chain on all the cores (`benchmarks/masked_lm_speed.py`),
+    while two chains on all the cores are slower.
     """
     import tensorflow as tf
 
@@ -81,12 +77,10 @@ def runs_jax_chains(inputs):
     its thread pool. The text backbone's blocks on each half of the batch
     are an independent chain (a block mixes tokens within a sequence,
     never across sequences), so the small operations of one chain run
-    beside the other's. On an idle 2-core AMD EPYC with AVX-512
-    (`benchmarks/jax_text_chains.py`, 7 rounds, 4,096 tokens a batch) the
-    masked LMs' training steps ran 1.04x / 1.07x as fast at n = 128 / 512
-    (`gmlp_tiny`) and 1.04x / 1.05x (`amlp_tiny`). The image backbone's
-    larger operations gained nothing in bfloat16 (0.97-0.99x), so it
-    keeps one chain under JAX.
+    beside the other's: `gmlp_tiny` and `amlp_tiny` masked-LM training
+    runs 1.04-1.07x faster so (`benchmarks/masked_lm_speed.py`). The
+    image backbone's larger operations gain nothing from it, so it keeps
+    one chain under JAX.
     """
     if keras.config.backend() != "jax" or tracing_portable_ops():
         return False

@@ -32,8 +32,7 @@ def reuse_freed_memory():
     return freed memory to the system (`mallopt(M_MMAP_MAX, 0)`,
     `mallopt(M_TRIM_THRESHOLD, -1)`): the next step finds its buffer
     already in memory. A gMLP-Ti training step then faults about 400
-    times, and runs faster (`benchmarks/malloc_settings.py`); tf.data's
-    threads keep their own arenas.
+    times, and runs faster; tf.data's threads keep their own arenas.
 
     The process keeps the memory it has freed until it exits, and Python
     waits for each computation instead of queuing the next one. A step
@@ -41,7 +40,7 @@ def reuse_freed_memory():
     tasks hand their steps batches already on the device
     (`with_ready_inputs`); a step that runs elsewhere maps its buffer
     afresh, besides the one kept (a gMLP-S/16 process at batch 32 then
-    held two 3.3 GB buffers; with its batch ready, it peaks at 0.90x
+    holds two 3.3 GB buffers; with its batch ready, it peaks at 0.90x
     timm's, `benchmarks/memory.py`). The `keras-gmlp` command and the
     recipes call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0`
     in the environment turns it off. Call it before JAX's first
@@ -109,9 +108,9 @@ def with_ready_inputs(step_function):
     that does not start on a 64-byte boundary on one of its own threads
     (Keras' copies of tf.data's tensors do not); the step then runs on
     that thread, whose glibc arena cannot keep the step's buffer, and maps
-    and faults it afresh: 20 to 50 % of the gMLP steps of a `fit` on
-    tf.data did, and a gMLP-S/16 process at batch 32 held two 3.3 GB
-    buffers. The returned function copies each of the batch's numpy
+    and faults it afresh (20 to 50 % of the gMLP steps of a `fit` on
+    tf.data would, and a gMLP-S/16 process at batch 32 would hold two
+    3.3 GB buffers). The returned function copies each of the batch's numpy
     arrays that is not aligned into one that is (`aligned`), which JAX
     then uses in place, puts the arrays on the device, waits for them,
     and calls `step_function`. With asynchronous dispatch on, it returns

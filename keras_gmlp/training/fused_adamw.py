@@ -5,11 +5,9 @@ Keras' `AdamW` writes its update as about 45 graph nodes a variable under
 TensorFlow (casts, the bias-correction powers, four element-wise passes
 and three assignments, each variable on its own), and its weight decay
 evaluates the learning rate (a whole schedule) again for every decayed
-variable. A gMLP-Ti/16 training step (306 variables) thus traces to 22,422
-nodes, 13,773 of them the optimizer's; with this optimizer, 10,808 and
-2,159. Its first step (the optimizer built beforehand) took 8.9 s instead
-of 15.1 and its peak memory fell by 160 MiB, to timm's; later steps are as
-fast (`benchmarks/optimizer_graph.py`).
+variable: most of a gMLP-Ti/16 training step's graph nodes are the
+optimizer's. With this optimizer that step traces to half the nodes, and
+its first step is faster and holds less memory; later steps are as fast.
 
 `FusedAdamW` is `keras.optimizers.AdamW` with the same variables, state and
 config. Under TensorFlow its step computes the learning rate, the decay
@@ -26,10 +24,9 @@ Under torch its step is torch's fused AdamW kernel (`torch._fused_adamw_`,
 the decay and Adam's update of every variable in one pass over its
 arrays), once for the decayed variables and once for the others. Keras'
 torch `AdamW` updates all variables in a few multi-tensor passes, but its
-subclasses (this one until stop 54) fall back to the base optimizer's loop,
-about 30 ops a variable. For gMLP-Ti/16 (`benchmarks/torch_adamw.py`) the
-update takes 7 ms, Keras' multi-tensor one 27 ms, the loop 74-78 ms (a
-`mixed_bfloat16` training step at batch 32: 1.3 s). torch places Adam's
+subclasses fall back to the base optimizer's loop, about 30 ops a
+variable; for gMLP-Ti/16 the fused kernel's update is about 4x faster than
+Keras' multi-tensor one. torch places Adam's
 epsilon after the bias correction; the kernel is given
 `epsilon / sqrt(1 - beta_2^t)`, which is Keras' formula. bfloat16
 variables, which torch's kernel updates in float32 where Keras rounds

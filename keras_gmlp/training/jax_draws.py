@@ -2,8 +2,8 @@
 
 Under JAX, each Keras initializer draws its values with a `jax.random`
 function that XLA compiles once per shape: building the digits quick-start's
-model (ten shapes) took 2.0-2.2 s under JAX against 0.3 s under TensorFlow,
-nearly all of it those compilations (0.15-0.8 s each on a 2-core AMD EPYC).
+model (ten shapes) takes several times longer under JAX than under
+TensorFlow, nearly all of it those compilations.
 With JAX's partitionable Threefry (its default), the bits of element `i`
 of a draw depend on the key and on `i`, the element's row-major index,
 alone. So a draw of any shape is the same as consecutive fixed-size chunks
@@ -50,9 +50,7 @@ def compile_jax_draws_once():
     one compiled function per distribution. A call inside a traced
     function (a traced key or bound), of another dtype, or with a key of
     another generator goes to Keras' own function. Building the digits
-    quick-start's model under JAX took 0.60 s instead of 1.84 s (medians
-    of five fresh processes each, an idle 2-core AMD EPYC;
-    `benchmarks/model_build.py` has the A/B).
+    quick-start's model under JAX takes a third of the time so.
 
     It does nothing under TensorFlow and torch, when JAX's Threefry is not
     partitionable (`jax_threefry_partitionable`) or not its default

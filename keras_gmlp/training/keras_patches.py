@@ -197,10 +197,9 @@ def install_saving_skipset_cache():
     the set is built again for every layer, metric and loss walked, about
     40 reference objects per save of the quick-start's model. The patch
     keeps each type's set once built (the types' attributes do not change
-    in a process). A save of the quick-start's model is then 1.33x (JAX)
-    and 1.38x (TensorFlow) as fast, 40 ms against 52 under JAX on an idle
-    2-core AMD EPYC (`benchmarks/keras_saving.py`). The sets are the
-    ones Keras builds, so what is saved is unchanged.
+    in a process), which makes a save of the quick-start's model about
+    1.35x faster. The sets are the ones Keras builds, so what is saved is
+    unchanged.
 
     Installing twice is a no-op.
 

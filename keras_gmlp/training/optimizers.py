@@ -122,9 +122,9 @@ def build_optimizer_before_tracing(model):
     Without a distribution strategy, Keras' TensorFlow trainer leaves the
     optimizer unbuilt until the training step is first traced, so the
     step creates variables as it traces: `tf.function` then traces it
-    twice and keeps both graphs. For a gMLP-Ti/16 step (batch 32) that
-    cost 8 of the first step's 23.5 seconds and 390 MiB of its peak
-    memory (`benchmarks/optimizer_graph.py`). Keras builds the optimizer ahead
+    twice and keeps both graphs: for a gMLP-Ti/16 step at batch 32, about
+    a third of the first step's time and 390 MiB of its peak memory.
+    Keras builds the optimizer ahead
     itself under a strategy and on the other backends; this does it for
     TensorFlow without one. A no-op where the optimizer is built already,
     missing, or the model not built.

@@ -22,8 +22,8 @@ def token_cross_entropy(y_true, y_pred, from_logits=True):
     the scores flattened to `(tokens, classes)`: under torch, Keras' own
     moves the class axis of a 3-D `y_pred` to axis 1 for
     `F.cross_entropy`, which copies the `(batch, positions, vocabulary)`
-    logits to a strided layout and back (a torch causal-LM training step
-    1.49x, a masked-LM step 1.14x faster, `benchmarks/language_model_loss.py`).
+    logits to a strided layout and back: a torch masked-LM training step
+    is 1.14x faster without that copy (`benchmarks/masked_lm_speed.py`).
     Float32 logits take `jax_cross_entropy` under JAX and
     `tensorflow_cross_entropy` under TensorFlow (outside `portable_ops()`).
 
@@ -71,13 +71,11 @@ def jax_cross_entropy():
 
     Keras' JAX cross-entropy multiplies the log-softmax by a one-hot of
     the labels: XLA:CPU materialises the one-hot (times the upstream
-    gradient) as a `(rows, classes)` array in the backward pass, 4.7 ms
-    of a `gmlp_tiny` masked-LM step at n = 512. Here the loss is
-    `log(sum(exp(logits))) - logits[label]` and its gradient, by hand
-    (a `jax.custom_vjp`), `softmax - one_hot` scaled by the upstream
-    gradient in one elementwise pass: masked-LM steps 1.04-1.05x faster
-    (`benchmarks/cross_entropy.py`, the idle 2-core Xeon with AMX).
-    The same values to float32 rounding. Reverse-mode gradients only.
+    gradient) as a `(rows, classes)` array in the backward pass. Here the
+    loss is `log(sum(exp(logits))) - logits[label]` and its gradient, by
+    hand (a `jax.custom_vjp`), `softmax - one_hot` scaled by the upstream
+    gradient in one elementwise pass. The same values to float32
+    rounding. Reverse-mode gradients only.
     """
     import jax
     import jax.numpy as jnp
@@ -120,14 +118,13 @@ def tensorflow_cross_entropy():
 
     TensorFlow's `SparseSoftmaxCrossEntropyWithLogits` kernel, which
     Keras' cross-entropy runs, computes the loss and its gradient in one
-    op whether the gradient is asked for or not: 15-16 ms on `(608,
-    8192)` masked-LM logits, where the two XLA-compiled functions here,
-    the loss `log(sum(exp(logits))) - logits[label]` and its gradient
-    `softmax - one_hot` times the upstream gradient, take 3.8 ms
-    together; a masked-LM step ran the kernel twice, for the loss and for
-    the perplexity (which takes no gradient). Masked-LM steps 1.12-1.17x
-    faster (`benchmarks/cross_entropy.py`, the idle 2-core Xeon with
-    AMX). A label outside the classes is an `InvalidArgumentError`, as
+    op whether the gradient is asked for or not, and a masked-LM step runs
+    it twice, for the loss and for the perplexity (which takes no
+    gradient). Here the loss `log(sum(exp(logits))) - logits[label]` and
+    its gradient `softmax - one_hot` times the upstream gradient are two
+    XLA-compiled functions, which make masked-LM steps 1.12-1.17x faster
+    (`benchmarks/masked_lm_speed.py`). A label outside the classes is an
+    `InvalidArgumentError`, as
     the kernel's is on a CPU (inside a step that XLA compiles whole,
     `jit_compile=True`, TensorFlow drops the check). The same values to
     float32 rounding.
@@ -183,12 +180,8 @@ def token_accuracy(y_true, y_pred):
     label outside the classes is never right). Under JAX it does not take
     an `argmax`, whose pair of value and index XLA:CPU reduces slowly: a
     label is right where its score equals the row's maximum and no earlier
-    class also reaches it. On `(8, 77, 8192)` logits (a `gmlp_tiny`
-    masked-LM batch at n = 512; the idle 2-core Xeon with AMX, scratch)
-    that took 1.8 ms against `argmax`'s 7.5, and made masked-LM training
-    steps 1.04-1.05x faster (`benchmarks/token_accuracy.py`). TensorFlow's
-    steps measured the same either way (0.99-1.00x) and torch's `argmax`
-    is the faster there (3.4 ms against 5.0): both take the `argmax`.
+    class also reaches it. TensorFlow's steps are as fast either way and
+    torch's `argmax` is the faster there: both take the `argmax`.
 
     Args:
         y_true: integer tensor `(...)` or `(..., 1)`: the target ids.

@@ -19,14 +19,9 @@ def share_cores_between_chains(cpu_count=None):
     backbone does where the cores are so shared. Each op spreads itself
     over the intra-op threads, by default one per core, so two products
     running at once ask for twice the cores there are. With
-    `cores // CHAINS` threads per op they do not: on an idle 2-core AMD
-    EPYC with AVX-512 (batch 32, one thread per op, each form in
-    processes of its own, `benchmarks/chain_threads.py`), gMLP-Ti/16 and
-    gMLP-S/16 trained 1.06x and 1.05x as fast in float32, 1.15x and 1.07x
-    in `mixed_bfloat16`; inference moved 1.04x and 0.97x; the
-    `gmlp_tiny` masked LM (4,096 tokens), its blocks then two chains too,
-    1.07x and 1.04x at n = 128 and 512 (as one chain it had run 0.95x
-    and 0.90x as fast so). An op that runs alone (a batch of one) gets
+    `cores // CHAINS` threads per op they do not: float32 gMLP-Ti/16
+    training at batch 32 on 2 cores runs 1.06x faster so
+    (`benchmarks/vision.py`). An op that runs alone (a batch of one) gets
     only its share of the cores.
 
     The `keras-gmlp` command and the recipes call it before training. It

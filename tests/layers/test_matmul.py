@@ -82,9 +82,10 @@ def test_outputs_and_gradients_match_numpy(policy, shape, amd, rng):
 def test_jax_kernel_gradient_reads_the_upstream_gradient_in_place(
     transposed,
 ):
-    # XLA:CPU copied the upstream gradient of a 3-D float32 product,
+    # XLA:CPU copies the upstream gradient of a 3-D float32 product,
     # transposed to `(units, rows)`, before the kernel gradient's dot (a
-    # Dense, or `TiedEmbedding`'s logits with the embedding transposed).
+    # Dense, or `TiedEmbedding`'s logits with the embedding transposed),
+    # unless the product is taken over the rows (`jax_rows_matmul`).
     import jax
     import jax.numpy as jnp
 

@@ -205,7 +205,7 @@ def test_narrow_units_cross_over_sooner_on_amds_family_25(
     vendor, family, expected, tmp_path
 ):
     # Its float32 matmul runs at half family 26's rate: whole masked-LM
-    # steps with the FFT product were faster from 512 tokens there at 256
+    # steps with the FFT product are faster from 512 tokens there at 256
     # gated channels, not at 1,536.
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(CPUINFO.format(vendor=vendor, family=family))

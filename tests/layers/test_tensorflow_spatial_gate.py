@@ -332,7 +332,7 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
     attention_dim, rng, monkeypatch
 ):
     # Without AMX, oneDNN's fused product, bias and GELU runs on the same
-    # units as a plain product, and measured faster than the gate.
+    # units as a plain product, and is faster than the gate.
     from keras_gmlp.layers import cpu_features
     from keras_gmlp.layers.gelu import _onednn_enabled
 
@@ -622,9 +622,8 @@ def test_keeps_less_for_the_backward_pass():
     # must not be merged back into the forward pass by Grappler. In
     # float32 the default training gate, with the block's second
     # projection folded in, keeps 2.5 values per expanded channel and
-    # token where TensorFlow's own differentiation keeps 3.5 (0.82x of
-    # the peak here; 0.91x with the projection after the gate, which
-    # kept its input too); the recomputing gate 1.5.
+    # token where TensorFlow's own differentiation keeps 3.5; the
+    # recomputing gate 1.5.
     recomputed, default, kept_by_autograd = (
         peak_bytes("recomputed"),
         peak_bytes("default"),

@@ -134,7 +134,7 @@ def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
 def test_token_products_take_onednn_from_amds_family_26(
     family, monkeypatch, rng
 ):
-    # Family 25 (Zen 4): MKL's batched product was as fast, without the
+    # Family 25 (Zen 4): MKL's batched product is as fast, without the
     # rows' copies. Its linear products still take oneDNN.
     from keras_gmlp.layers import cpu_features
     from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS

@@ -236,7 +236,7 @@ def test_default_loss_is_keras_hubs_token_mean(name):
 
 
 # JAX's dispatch: not a `one_backend` case, which `-m large` runs under
-# every backend (where it failed until stop 54).
+# every backend.
 @pytest.mark.skipif(keras.config.backend() != "jax", reason="JAX's dispatch")
 @pytest.mark.parametrize("name", ["image_classifier", "masked_lm"])
 def test_steps_get_their_batch_on_the_device_without_async_dispatch(name):

@@ -131,8 +131,8 @@ class GMLPTextClassifierTest(TestCase):
         self.assertAllClose(classifier(x), expected, atol=1e-4)
 
     def test_causal_classifier_sees_the_text(self):
-        # Issue 9: pooling token 0 ([CLS]) of a causal model gave the same
-        # logits for every text.
+        # A causal model pools its last real token: token 0 ([CLS]) would
+        # see no other token and give the same logits for every text.
         backbone = GMLPTextBackbone(**self.text, attention_dim=4, causal=True)
         classifier = GMLPTextClassifier(
             backbone, num_classes=3, preprocessor=self.preprocessor
