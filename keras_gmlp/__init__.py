@@ -1,13 +1,14 @@
 """gMLP and aMLP ("Pay Attention to MLPs", Liu et al. 2021) for Keras 3.
 
-`import keras_gmlp` imports Keras and the layers (`keras_gmlp.layers`)
-only, after setting two defaults that must be set before a backend is
+`import keras_gmlp` imports nothing but the standard library, after
+setting two defaults that must be set before a backend is
 imported (the environment's own values win): `TF_ENABLE_ONEDNN_OPTS=1`
 unless TensorFlow is already imported (TensorFlow's faster CPU kernels,
 which it enables by itself on Intel CPUs only) and `OMP_WAIT_POLICY=PASSIVE`
 unless torch is (PyTorch's OpenMP threads then sleep while they wait
-instead of spinning against tf.data's threads). The rest is imported when
-first used: `keras_gmlp.models` (and the `GMLP*` classes and `PRESETS`
+instead of spinning against tf.data's threads). Each subpackage is imported
+when first used: `keras_gmlp.layers` imports Keras (and its backend) and
+registers the layers; `keras_gmlp.models` (and the `GMLP*` classes and `PRESETS`
 here, which come from it) builds on keras-hub, which imports TensorFlow.
 Importing `keras_gmlp.models` registers the models, tasks, preprocessors
 and the recipes' serializable pieces with Keras: do it before
@@ -36,8 +37,6 @@ if "tensorflow" not in sys.modules:
 if "torch" not in sys.modules:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from keras_gmlp import layers  # noqa: E402
-
 __version__ = "0.1.0"
 
 # Subpackages and modules imported on first use.
@@ -46,7 +45,9 @@ SUBMODULES = (
     "convert",
     "data",
     "export",
+    "errors",
     "generation",
+    "layers",
     "models",
     "plots",
     "training",

@@ -16,13 +16,28 @@ Each training sub-command parses its flags into the job's run
 configuration (`keras_gmlp.training.run_config`) and calls the job's
 workflow (`keras_gmlp.workflows`); `python -m keras_gmlp.cli` is the same
 command. The backend is Keras': `KERAS_BACKEND=jax keras-gmlp ...`.
+
+The parser is built without importing a backend (the flags are declared
+in `keras_gmlp.workflows.flags` and `keras_gmlp.training.arguments`), so
+`--help` answers at once. An error a user can cause (a bad value, a
+missing, unreadable or unfit file) is printed as one line,
+`keras-gmlp: error: ...`, with exit status 2; `--debug` (or
+`KERAS_GMLP_DEBUG=1`) shows its traceback instead. The backend's
+start-up log lines are silenced unless `--verbose`.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import sys
 
+from keras_gmlp.errors import KerasGMLPError
+from keras_gmlp.errors import error_line
+
+PROGRAM = "keras-gmlp"
+# command: (workflow module, flag function of `keras_gmlp.workflows.flags`,
+# description constant there, one-line summary).
 TRAINING_COMMANDS = {
     "train-image-classifier": "image_classification",
     "pretrain": "pretraining",
@@ -35,33 +50,66 @@ TRAINING_HELP = {
     "a matched Transformer.",
     "finetune": "Fine-tune a pretrained gMLP (or train one) to classify text.",
 }
+# What an unset (`None`) flag of a training command means in its help.
+UNSET_DEFAULTS = {
+    "train-image-classifier": "the dataset's",
+    "pretrain": "the preset's",
+    "finetune": "the preset's",
+}
+DEBUG_VARIABLE = "KERAS_GMLP_DEBUG"
+# A run's preset folder (`keras_gmlp.workflows.*.PRESET_DIR`).
+RUN_PRESET_DIR = "preset"
+# The errors printed as one line: the package's own (`KerasGMLPError` and
+# the other `ValueError`s it raises), and files missing, unreadable or
+# not what they should be.
+USER_ERRORS = (ValueError, OSError, KeyError)
 
 
 def build_parser():
-    """The `keras-gmlp` parser with one sub-parser per command."""
+    """The `keras-gmlp` parser with one sub-parser per command.
+
+    Building it imports no backend: `keras-gmlp --help` answers at once.
+    """
     from keras_gmlp import __version__
-    from keras_gmlp import workflows
     from keras_gmlp.training.arguments import positive_int
+    from keras_gmlp.workflows import flags
 
     parser = argparse.ArgumentParser(
-        prog="keras-gmlp",
+        prog=PROGRAM,
         description="gMLP and aMLP (Pay Attention to MLPs, arXiv "
         "2105.08050) for Keras 3: train, evaluate, use and inspect models. "
         "The backend is Keras' (KERAS_BACKEND=tensorflow|jax|torch).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
         "--version", action="version", version=f"keras-gmlp {__version__}"
+    )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="Show the traceback of an error instead of one line (also "
+        f"{DEBUG_VARIABLE}=1).",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        dest="backend_logs",
+        help="Show the backend's start-up log lines (TensorFlow, XLA, "
+        "CUDA), silenced otherwise.",
     )
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True
     )
     formatter = argparse.ArgumentDefaultsHelpFormatter
     for name, module in TRAINING_COMMANDS.items():
-        workflow = getattr(workflows, module)
         sub = _add_command(
-            commands, name, _train, TRAINING_HELP[name], workflow.DESCRIPTION
+            commands,
+            name,
+            _train,
+            TRAINING_HELP[name],
+            getattr(flags, f"{module.upper()}_DESCRIPTION"),
         )
-        workflow.add_arguments(sub)
+        getattr(flags, f"add_{module}_arguments")(sub)
         sub.set_defaults(module=module)
 
     sub = _add_command(
@@ -118,13 +166,31 @@ def build_parser():
         run_dir="causal",
     )
     sub.add_argument("prompt", help="The start of the text.")
-    sub.add_argument("--max-new-tokens", type=positive_int, default=20)
     sub.add_argument(
-        "--strategy", choices=("greedy", "top_k"), default="greedy"
+        "--max-new-tokens",
+        type=positive_int,
+        default=20,
+        help="Tokens generated at most.",
+    )
+    sub.add_argument(
+        "--strategy",
+        choices=("greedy", "top_k"),
+        default="greedy",
+        help="The sampler.",
     )
     _add_top_k(sub, 10)
-    sub.add_argument("--temperature", type=float, default=1.0)
-    sub.add_argument("--seed", type=int, default=None)
+    sub.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="Of the top_k sampler.",
+    )
+    sub.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="Of the top_k sampler (default: none, a fresh draw).",
+    )
 
     sub = commands.add_parser(
         "export",
@@ -133,9 +199,9 @@ def build_parser():
         "images as uint8 pixels, token ids of any length up to the "
         "sequence length, a dynamic batch. A run's --output-dir is "
         "exported as a SavedModel of probabilities from any backend; a "
-        ".keras file or a preset folder (keras-hub's or timm's) in any "
-        "--format from the backends Keras can make it from "
-        "(keras_gmlp.export.export).",
+        ".keras file or a preset folder (keras-hub's or timm's, or a "
+        "run's preset/ folder) in any --format from the backends Keras "
+        "can make it from (keras_gmlp.export.export).",
         formatter_class=formatter,
     )
     sub.add_argument(
@@ -177,9 +243,42 @@ def build_parser():
     sub.add_argument(
         "name",
         nargs="?",
-        help="A preset name or folder, a run's --output-dir or a .keras file.",
+        help="A preset name or folder, a run's --output-dir or a .keras file "
+        "(default: none, list the named presets).",
     )
+    show_defaults(parser)
+    for name, sub in commands.choices.items():
+        show_defaults(sub, UNSET_DEFAULTS.get(name, "none"))
     return parser
+
+
+def show_defaults(parser, unset="none"):
+    """Makes the help of every option of `parser` show its default.
+
+    argparse's `ArgumentDefaultsHelpFormatter` shows the default of the
+    options that have a help text only; this gives each option one, and
+    says `unset` for an option whose default is `None` (unless its help
+    already says what its default is).
+
+    Args:
+        parser: `argparse.ArgumentParser`. Its help formatter becomes
+            argparse's plain one (the defaults are in the help texts).
+        unset: str. What a `None` default means. Defaults to `"none"`.
+    """
+    parser.formatter_class = argparse.HelpFormatter
+    for action in parser._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS:
+            continue
+        if action.default == argparse.SUPPRESS:
+            continue
+        text = action.help or ""
+        if "default" in text:
+            continue
+        if action.default is None:
+            text = f"{text} (default: {unset})"
+        else:
+            text = f"{text} (default: %(default)s)"
+        action.help = text.strip()
 
 
 def _add_command(commands, name, handler, summary, description, run_dir=None):
@@ -207,7 +306,7 @@ def _add_top_k(parser, default):
 
 
 def main(argv=None):
-    """Runs `keras-gmlp`; returns the exit status (0).
+    """Runs `keras-gmlp`; returns the exit status.
 
     Run as the program (`argv` `None`), a training command first calls
     `keras_gmlp.training.configure_training_process()`: under JAX each
@@ -219,20 +318,93 @@ def main(argv=None):
     settings): under JAX, building a model then compiles its initializers'
     draws once per distribution, not once per shape.
 
+    Unless `--verbose`, the backend is imported with its start-up log
+    lines silenced. An error a user can cause (`USER_ERRORS`: a bad value
+    or flag, a file missing, unreadable or not what it should be) is
+    printed as one line, `keras-gmlp: error: ...`, and the status is 2;
+    with `--debug` or `KERAS_GMLP_DEBUG=1` it is raised instead, with its
+    traceback.
+
     Args:
         argv: list of str or `None`. The arguments after the program
             name. Defaults to `sys.argv[1:]`.
+
+    Returns:
+        0, or 2 after an error.
     """
     args = build_parser().parse_args(argv)
-    if argv is None:
-        from keras_gmlp import training
+    debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    try:
+        if not args.backend_logs:
+            import_backend_quietly()
+        if argv is None:
+            from keras_gmlp import training
 
-        if args.handler is _train:
-            training.configure_training_process()
-        else:
-            training.compile_jax_draws_once()
-    args.handler(args)
+            if args.handler is _train:
+                training.configure_training_process()
+            else:
+                training.compile_jax_draws_once()
+        args.handler(args)
+    except BrokenPipeError:
+        # The reader of stdout (`| head`) went away: nothing to report.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"{PROGRAM}: error: {error_line(error)}", file=sys.stderr)
+        return 2
     return 0
+
+
+def import_backend_quietly():
+    """Imports Keras, its backend and TensorFlow without their start-up
+    log lines.
+
+    TensorFlow's and XLA's C++ start-up lines (oneDNN, CUDA drivers, CPU
+    instructions, the CUDA platform's start) are written to the process's
+    stderr before any setting of theirs is read: the file descriptor is
+    pointed at the null device while they load. `TF_CPP_MIN_LOG_LEVEL=3`
+    (unless set) keeps their later C++ log lines out too where TensorFlow
+    reads it, and absl's Python logging shows errors only. A Python
+    exception raised while importing propagates as usual.
+    """
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    with _stderr_to_null():
+        import keras  # noqa: F401
+
+        try:
+            import tensorflow as tf
+        except ImportError:
+            pass
+        else:
+            # Finding the devices loads the CUDA platform ("failed call to
+            # cuInit" on a machine without a GPU); no device is set up.
+            tf.config.list_physical_devices()
+    with contextlib.suppress(ImportError):
+        from absl import logging as absl_logging
+
+        absl_logging.set_verbosity(absl_logging.ERROR)
+
+
+@contextlib.contextmanager
+def _stderr_to_null():
+    """Points file descriptor 2 at the null device for the block."""
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # No stderr to silence.
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _train(args):
@@ -262,9 +434,9 @@ def _predict(args):
     expected = "image_classification" if args.image else "text_classification"
     if job != expected:
         flag = "--image" if args.image else "--text"
-        raise SystemExit(
-            f"keras-gmlp predict: {args.run_dir!r} holds a {job} run; "
-            f"{flag} needs an {expected} run."
+        raise KerasGMLPError(
+            f"{args.run_dir}: holds a {job} run; predict {flag} needs an "
+            f"{expected} run."
         )
     if args.image:
         result = image_classification.predict_image(
@@ -309,6 +481,12 @@ def _export(args):
     from keras_gmlp.workflows import inspection
     from keras_gmlp.workflows import run_folder
 
+    if not os.path.exists(args.model):
+        raise FileNotFoundError(
+            f"No model {args.model!r}; expected a run's --output-dir, a "
+            ".keras file or a preset folder."
+        )
+    check_writable(args.export_dir)
     activation = None if args.activation == "none" else args.activation
     is_run = os.path.isdir(args.model) and any(
         os.path.exists(os.path.join(args.model, name))
@@ -321,10 +499,14 @@ def _export(args):
 
         from keras_gmlp import export
 
+        model = args.model
+        preset = os.path.join(args.model, RUN_PRESET_DIR)
+        if is_run and os.path.isdir(preset):
+            model = preset
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             path = export.export(
-                args.model,
+                model,
                 args.export_dir,
                 format=args.format,
                 gelu=args.gelu,
@@ -334,6 +516,33 @@ def _export(args):
             if "tanh" in str(warning.message):
                 print(warning.message, file=sys.stderr)
     print(path)
+
+
+def check_writable(path):
+    """Checks that `path` (a file or folder to write) can be written.
+
+    Its folder is made when missing, then a file is made and removed in
+    it, before anything slower runs.
+
+    Args:
+        path: str. The file or folder to write.
+
+    Raises:
+        KerasGMLPError: naming the folder and why it takes no new file.
+    """
+    import tempfile
+
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        reason = error.strerror or type(error).__name__
+        raise KerasGMLPError(
+            f"Cannot write {path!r}: the folder {folder} is not writable "
+            f"({reason}); expected a folder you may write to."
+        ) from error
 
 
 def _info(args):

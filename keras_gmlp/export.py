@@ -341,7 +341,8 @@ def _load(model):
         if not os.path.isfile(task_file):
             raise ValueError(
                 f"The folder {text!r} holds no task.json: expected a task "
-                "preset (`task.save_to_preset`) or timm's checkpoint folder."
+                "preset folder (`task.save_to_preset`, or the preset/ "
+                "folder of a training run) or timm's checkpoint folder."
             )
         with open(task_file) as file:
             name = json.load(file)["registered_name"]

@@ -7,8 +7,8 @@ import os
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
 # Then, so that the backends' import-time settings are made as a user's
-# `import keras_gmlp` makes them (`TF_ENABLE_ONEDNN_OPTS`, `OMP_WAIT_POLICY`);
-# it imports Keras' backend (torch too, under torch) and not TensorFlow.
+# `import keras_gmlp` makes them (`TF_ENABLE_ONEDNN_OPTS`, `OMP_WAIT_POLICY`)
+# before Keras imports its backend (torch too, under torch).
 import keras_gmlp  # noqa: F401, E402, I001
 
 # Importing torch after TensorFlow can crash the torch backend; import it

@@ -75,19 +75,26 @@ def test_info_on_a_preset_counts_its_parameters(capsys):
 
 
 def test_info_and_predict_name_what_they_expect(tmp_path, capsys):
-    with pytest.raises(ValueError, match="'gmlp_huge'.*expected a preset"):
-        cli.main(["info", "gmlp_huge"])
+    # An error a user can cause: one line on stderr, exit status 2.
+    capsys.readouterr()
+    assert cli.main(["info", "gmlp_huge"]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("keras-gmlp: error: Received 'gmlp_huge'")
+    assert "expected a preset" in error
     # A run folder of another job than the command needs.
     (tmp_path / "run_config.json").write_text(
         json.dumps({"job": "pretraining", "config": {"objective": "mlm"}})
     )
-    with pytest.raises(SystemExit, match="holds a pretraining run"):
-        cli.main(["predict", str(tmp_path), "--text", "a sentence"])
+    assert cli.main(["predict", str(tmp_path), "--text", "a sentence"]) == 2
+    assert "holds a pretraining run" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli.main(["predict", str(tmp_path)])  # --image or --text needed
     assert "--image" in capsys.readouterr().err
+    assert cli.main(["evaluate", str(tmp_path / "missing")]) == 2
+    assert "run_config.json" in capsys.readouterr().err
+    # --debug raises the error itself.
     with pytest.raises(FileNotFoundError, match="run_config.json"):
-        cli.main(["evaluate", str(tmp_path / "missing")])
+        cli.main(["--debug", "evaluate", str(tmp_path / "missing")])
 
 
 @pytest.mark.one_backend("torch")

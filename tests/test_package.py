@@ -169,16 +169,20 @@ def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
 def test_console_script_import_makes_openmp_threads_wait_passively(
     environment, expected_spin_count
 ):
-    # `keras-gmlp` runs `from keras_gmlp.cli import main`, which imports
-    # torch (through Keras) before `main` runs; libgomp reads the wait
-    # policy once, when torch loads it, and prints what it uses under
-    # OMP_DISPLAY_ENV.
+    # `keras-gmlp` runs `from keras_gmlp.cli import main` (which sets the
+    # policy), then `main`, which imports torch through Keras; libgomp
+    # reads the wait policy once, when torch loads it, and prints what it
+    # uses under OMP_DISPLAY_ENV (to the stderr that `--verbose` leaves).
     env = dict(os.environ, KERAS_BACKEND="torch", OMP_DISPLAY_ENV="verbose")
     env.pop("OMP_WAIT_POLICY", None)
     if environment is not None:
         env["OMP_WAIT_POLICY"] = environment
     result = subprocess.run(
-        [sys.executable, "-c", "from keras_gmlp.cli import main"],
+        [
+            sys.executable,
+            "-c",
+            "from keras_gmlp.cli import main\nmain(['--verbose', 'info'])",
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""Training pieces shared by the workflows (they import TensorFlow lazily).
+"""Training pieces shared by the workflows (imported when first used).
 
 Run configuration (`keras_gmlp.training.run_config`):
     `TrainingConfig` and the jobs' `ImageClassificationConfig`,
@@ -59,40 +59,46 @@ The jobs' process (`keras_gmlp.training.process_settings`):
     recipes apply them before training.
 """
 
-from keras_gmlp.training.allocator import reuse_freed_memory
-from keras_gmlp.training.arguments import common_parser
-from keras_gmlp.training.arguments import config_from_args
-from keras_gmlp.training.callbacks import PersistentHistory
-from keras_gmlp.training.callbacks import training_callbacks
-from keras_gmlp.training.distribution import STRATEGIES
-from keras_gmlp.training.distribution import Distribution
-from keras_gmlp.training.distribution import get_distribution
-from keras_gmlp.training.distribution import split_cpu_for_tests
-from keras_gmlp.training.fused_adamw import FusedAdamW
-from keras_gmlp.training.jax_draws import compile_jax_draws_once
-from keras_gmlp.training.optimizers import adamw
-from keras_gmlp.training.optimizers import build_optimizer_before_tracing
-from keras_gmlp.training.process_settings import configure_training_process
-from keras_gmlp.training.results import WallClock
-from keras_gmlp.training.results import write_results
-from keras_gmlp.training.run_config import ImageClassificationConfig
-from keras_gmlp.training.run_config import PretrainingConfig
-from keras_gmlp.training.run_config import TextClassificationConfig
-from keras_gmlp.training.run_config import TrainingConfig
-from keras_gmlp.training.run_config import global_batch_size
-from keras_gmlp.training.run_config import scaled_learning_rate
-from keras_gmlp.training.run_config import warmup_steps
-from keras_gmlp.training.schedules import WarmupCosineDecay
-from keras_gmlp.training.schedules import WarmupLinearDecay
-from keras_gmlp.training.schedules import warmup_cosine
-from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.setup import configure_run
-from keras_gmlp.training.setup import fit
-from keras_gmlp.training.setup import run_distribution
-from keras_gmlp.training.threads import share_cores_between_chains
-from keras_gmlp.training.xla_flags import prefer_wide_vectors
-from keras_gmlp.training.xla_flags import set_job_xla_flags
-from keras_gmlp.training.xla_flags import skip_ynn_fusions
+import importlib
+
+# Where each name lives; a name is imported from its module when first
+# used, so that the flags (`arguments`, `run_config`) need no backend.
+EXPORTS = {
+    "reuse_freed_memory": "allocator",
+    "common_parser": "arguments",
+    "config_from_args": "arguments",
+    "PersistentHistory": "callbacks",
+    "training_callbacks": "callbacks",
+    "STRATEGIES": "run_config",
+    "Distribution": "distribution",
+    "get_distribution": "distribution",
+    "split_cpu_for_tests": "distribution",
+    "FusedAdamW": "fused_adamw",
+    "compile_jax_draws_once": "jax_draws",
+    "adamw": "optimizers",
+    "build_optimizer_before_tracing": "optimizers",
+    "configure_training_process": "process_settings",
+    "WallClock": "results",
+    "write_results": "results",
+    "ImageClassificationConfig": "run_config",
+    "PretrainingConfig": "run_config",
+    "TextClassificationConfig": "run_config",
+    "TrainingConfig": "run_config",
+    "global_batch_size": "run_config",
+    "scaled_learning_rate": "run_config",
+    "warmup_steps": "run_config",
+    "WarmupCosineDecay": "schedules",
+    "WarmupLinearDecay": "schedules",
+    "warmup_cosine": "schedules",
+    "warmup_linear": "schedules",
+    "configure_run": "setup",
+    "fit": "setup",
+    "run_distribution": "setup",
+    "share_cores_between_chains": "threads",
+    "prefer_wide_vectors": "xla_flags",
+    "set_job_xla_flags": "xla_flags",
+    "skip_ynn_fusions": "xla_flags",
+}
 
 __all__ = [
     "Distribution",
@@ -130,3 +136,15 @@ __all__ = [
     "warmup_steps",
     "write_results",
 ]
+
+
+def __getattr__(name):
+    if name in EXPORTS:
+        module = importlib.import_module(f"{__name__}.{EXPORTS[name]}")
+        return getattr(module, name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ config. Nothing past `config_from_args` sees the argparse namespace.
 import argparse
 import dataclasses
 
-from keras_gmlp.training.distribution import STRATEGIES
+from keras_gmlp.training.run_config import STRATEGIES
 
 
 def common_parser(description, config_class=None):

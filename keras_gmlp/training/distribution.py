@@ -50,15 +50,8 @@ from keras_gmlp.training.keras_patches import (
     install_jax_multi_process_workarounds,
 )
 from keras_gmlp.training.keras_patches import install_multi_worker_workarounds
+from keras_gmlp.training.run_config import STRATEGIES
 
-STRATEGIES = (
-    "auto",
-    "none",
-    "mirrored",
-    "multi_worker",
-    "tpu",
-    "data_parallel",
-)
 BACKEND_STRATEGIES = {
     "tensorflow": ("auto", "none", "mirrored", "multi_worker", "tpu"),
     "jax": ("auto", "none", "data_parallel"),

@@ -21,8 +21,15 @@ Example:
 
 import dataclasses
 
-from keras_gmlp.training.distribution import STRATEGIES
-
+# The `--strategy` choices (`keras_gmlp.training.get_distribution`).
+STRATEGIES = (
+    "auto",
+    "none",
+    "mirrored",
+    "multi_worker",
+    "tpu",
+    "data_parallel",
+)
 MIXED_PRECISION = ("none", "mixed_float16", "mixed_bfloat16")
 JIT_COMPILE = ("auto", "true", "false")
 REMAT = ("none", "activations")

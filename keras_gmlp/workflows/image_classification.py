@@ -13,115 +13,33 @@ locality). The task's preprocessor (`GMLPImageConverter`: resize, then
 a finished run again; `predict_image` classifies an image file.
 """
 
-import argparse
 import dataclasses
 import os
 
 import keras
 
 from keras_gmlp import models
-from keras_gmlp.training import arguments
+from keras_gmlp.errors import KerasGMLPError
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
 from keras_gmlp.training.schedules import warmup_cosine
+from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = ImageClassificationConfig
 JOB = "image_classification"
-DESCRIPTION = (
-    "Train a gMLP image classifier (Liu et al. 2021, arXiv 2105.08050)."
-)
-DATASET_DEFAULT = "default: the dataset's"
+DESCRIPTION = flags.IMAGE_CLASSIFICATION_DESCRIPTION
 MODEL_FILES = ("model.keras", "best.keras", "last.keras")
+# The first bytes of the image files `predict_image` decodes (JPEG, PNG,
+# GIF, BMP; WebP's RIFF header names WEBP at bytes 8-12).
+IMAGE_SIGNATURES = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM", b"RIFF")
 PRESET_DIR = "preset"
 
 
-def add_arguments(parser):
-    """Adds the job's flags (shared training flags included) to `parser`."""
-    arguments.add_training_arguments(parser)
-    positive_int = arguments.positive_int
-    probability = arguments.probability
-    data = parser.add_argument_group("data")
-    data.add_argument(
-        "--dataset",
-        help="digits | cifar10 | cifar100 | imagenet2012 | folder:PATH",
-    )
-    data.add_argument(
-        "--data-dir",
-        help="Local files in their native format, or the tensorflow-"
-        "datasets data folder.",
-    )
-    data.add_argument(
-        "--label-offset",
-        type=int,
-        help="Subtracted from TFRecord labels (default 1 for ImageNet).",
-    )
-    model = parser.add_argument_group(
-        "model (override the preset; unset: the dataset's)"
-    )
-    model.add_argument(
-        "--preset", help="An image preset of keras_gmlp.PRESETS."
-    )
-    model.add_argument(
-        "--architecture",
-        choices=("gmlp", "vit", "deit"),
-        help="gmlp, or keras-hub's ViT with the parameters of that gMLP, "
-        "at its width, image and patch size; deit is the same ViT (DeiT is "
-        "ViT trained with the recipe this pipeline applies).",
-    )
-    model.add_argument("--image-size", type=positive_int)
-    model.add_argument("--patch-size", type=positive_int)
-    model.add_argument("--num-layers", type=positive_int)
-    model.add_argument("--hidden-dim", type=positive_int)
-    model.add_argument("--ffn-dim", type=positive_int)
-    model.add_argument(
-        "--attention-dim", type=positive_int, help="Tiny attention (aMLP)."
-    )
-    model.add_argument("--spatial", choices=("dense", "toeplitz"))
-    model.add_argument("--drop-path-rate", type=probability)
-    model.add_argument("--dropout", type=probability)
-    augment = parser.add_argument_group(
-        "augmentation and loss (unset: the dataset's)"
-    )
-    augment.add_argument("--label-smoothing", type=probability)
-    augment.add_argument(
-        "--flip",
-        action=argparse.BooleanOptionalAction,
-        help=f"Random horizontal flips ({DATASET_DEFAULT}).",
-    )
-    augment.add_argument(
-        "--crop-padding", type=int, help="Padding of CIFAR-style crops."
-    )
-    augment.add_argument(
-        "--random-resized-crop",
-        action=argparse.BooleanOptionalAction,
-        help=f"Inception-style crops ({DATASET_DEFAULT}).",
-    )
-    augment.add_argument("--translate", type=probability)
-    augment.add_argument("--randaugment-ops", type=int)
-    augment.add_argument("--randaugment-magnitude", type=probability)
-    augment.add_argument("--mixup", type=arguments.non_negative_float)
-    augment.add_argument("--cutmix", type=arguments.non_negative_float)
-    augment.add_argument("--switch-probability", type=probability)
-    augment.add_argument("--random-erasing", type=probability)
-    output = parser.add_argument_group("outputs")
-    output.add_argument(
-        "--export",
-        action=argparse.BooleanOptionalAction,
-        help="Write saved_model/ (uint8 images -> probabilities).",
-    )
-    output.add_argument(
-        "--plots",
-        action=argparse.BooleanOptionalAction,
-        help="Draw curves.png and spatial_filters.png.",
-    )
-    arguments.set_config_defaults(parser, ImageClassificationConfig)
-    return parser
-
-
+add_arguments = flags.add_image_classification_arguments
 build_parser, config_from_argv = training_job.flag_readers(
     DESCRIPTION, CONFIG_CLASS, add_arguments
 )
@@ -533,22 +451,44 @@ def predict_image(run_dir, image_path, top_k=5):
 
     Args:
         run_dir: str. The run's `output_dir`.
-        image_path: str. A JPEG, PNG, BMP or GIF file.
+        image_path: str. A JPEG, PNG, BMP, GIF or WebP file.
         top_k: int. Classes returned. Defaults to `5`.
 
     Returns:
         A list of `(class name, probability)`, most likely first.
+
+    Raises:
+        FileNotFoundError: when `image_path` is no file.
+        KerasGMLPError: when it holds no image (or a damaged one).
     """
     import tensorflow as tf
 
     record = run_folder.read_run_config(run_dir)
+    if not os.path.isfile(image_path):
+        raise FileNotFoundError(
+            f"No image file {image_path!r}; expected a JPEG, PNG, BMP or "
+            "GIF file."
+        )
+    with open(image_path, "rb") as file:
+        data = file.read()
+    if not data.startswith(IMAGE_SIGNATURES) or (
+        data.startswith(b"RIFF") and data[8:12] != b"WEBP"
+    ):
+        raise KerasGMLPError(
+            f"{image_path}: not an image; expected a JPEG, PNG, BMP, GIF or "
+            "WebP file."
+        )
     model = load_run_model(run_dir)
     channels = model.inputs[0].shape[-1]
-    if not os.path.exists(image_path):
-        raise FileNotFoundError(f"No image file {image_path!r}.")
-    image = tf.io.decode_image(
-        tf.io.read_file(image_path), channels=channels, expand_animations=False
-    ).numpy()[None]
+    try:
+        image = tf.io.decode_image(
+            data, channels=channels, expand_animations=False
+        ).numpy()[None]
+    except tf.errors.InvalidArgumentError as error:
+        raise KerasGMLPError(
+            f"{image_path}: a damaged image TensorFlow cannot decode; "
+            "expected a JPEG, PNG, BMP, GIF or WebP file."
+        ) from error
     if getattr(model, "preprocessor", None) is None:
         image = image_converter(model)(image)
     logits = model.predict(image, verbose=0)[0]

@@ -17,7 +17,6 @@ run's model again on the same seeded held-out batches,
 continues a prompt with a causal run.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -28,25 +27,21 @@ import numpy as np
 
 from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
-from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
-from keras_gmlp.training.run_config import SPATIAL_UNITS
-from keras_gmlp.training.run_config import TEXT_ARCHITECTURES
 from keras_gmlp.training.run_config import PretrainingConfig
 from keras_gmlp.training.schedules import warmup_linear
 from keras_gmlp.training.text_metrics import language_model_loss
 from keras_gmlp.training.text_metrics import language_model_metrics
+from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = PretrainingConfig
 JOB = "pretraining"
-DESCRIPTION = (
-    "Masked-LM (or causal-LM) pretraining of gMLP, aMLP or a Transformer."
-)
+DESCRIPTION = flags.PRETRAINING_DESCRIPTION
 VOCABULARY_FILE = "vocabulary.txt"
 PRESET_DIR = "preset"
 # The plain models of runs of earlier versions.
@@ -54,106 +49,7 @@ MASKED_LM_FILE = "masked_lm.keras"
 CAUSAL_LM_FILE = "causal_lm.keras"
 
 
-def add_arguments(parser):
-    """Adds the job's flags (shared training flags included) to `parser`."""
-    arguments.add_training_arguments(parser)
-    positive_int = arguments.positive_int
-    probability = arguments.probability
-    data = parser.add_argument_group("corpus")
-    data.add_argument(
-        "--text-files",
-        help="Glob(s) of plain-text files, comma-separated (streamed).",
-    )
-    data.add_argument("--tfds-name", help="A tensorflow-datasets dataset.")
-    data.add_argument("--tfds-split")
-    data.add_argument("--text-key", help="tfds text feature (found if unset).")
-    data.add_argument("--data-dir", help="tensorflow-datasets data folder.")
-    data.add_argument(
-        "--validation-files", help="Held-out files (else a hashed share)."
-    )
-    data.add_argument("--validation-fraction", type=probability)
-    data.add_argument(
-        "--record",
-        choices=("line", "paragraph"),
-        help="A record per line, or per blank-line separated paragraph.",
-    )
-    data.add_argument(
-        "--decode-errors",
-        choices=("replace", "skip"),
-        help="Records with bytes that are not UTF-8: replace the bytes "
-        "(U+FFFD) or skip the record; counted either way.",
-    )
-    data.add_argument("--shuffle-buffer", type=int)
-    tokenizer = parser.add_argument_group("tokenizer")
-    tokenizer.add_argument(
-        "--vocabulary", help="A WordPiece vocabulary file ([PAD] first)."
-    )
-    tokenizer.add_argument(
-        "--vocabulary-size",
-        type=positive_int,
-        help="Size of a vocabulary learnt from the corpus (default: the "
-        "preset's).",
-    )
-    tokenizer.add_argument(
-        "--tokenizer-records",
-        type=positive_int,
-        help="Training records the vocabulary is learnt from.",
-    )
-    tokenizer.add_argument(
-        "--cased",
-        action=argparse.BooleanOptionalAction,
-        help="Keep the case of the text (else lowercase it).",
-    )
-    model = parser.add_argument_group("model")
-    model.add_argument("--objective", choices=("mlm", "causal"))
-    model.add_argument(
-        "--architecture",
-        choices=TEXT_ARCHITECTURES,
-        help="gmlp, or a keras-hub model of the gMLP's parameter count: "
-        "bert (alias transformer), roformer_v2, deberta_v3 or fnet for "
-        "--objective mlm; gpt2 (alias transformer) for --objective causal.",
-    )
-    model.add_argument("--preset", help="A text preset (keras-gmlp info).")
-    model.add_argument("--sequence-length", type=positive_int)
-    model.add_argument("--num-layers", type=positive_int)
-    model.add_argument("--hidden-dim", type=positive_int)
-    model.add_argument("--ffn-dim", type=positive_int)
-    model.add_argument(
-        "--attention-dim",
-        type=int,
-        help="Tiny attention size (aMLP); 0 for none (gMLP).",
-    )
-    model.add_argument("--spatial", choices=("dense", "toeplitz"))
-    model.add_argument(
-        "--spatial-unit",
-        choices=SPATIAL_UNITS,
-        help="The paper's ablation (Table 3); 'split' is the SGU.",
-    )
-    model.add_argument("--drop-path-rate", type=probability)
-    model.add_argument(
-        "--transformer-layers",
-        type=positive_int,
-        help="Layers of a baseline (default: searched with its feed-forward "
-        "size to match the gMLP's parameters).",
-    )
-    model.add_argument("--transformer-heads", type=positive_int)
-    mlm = parser.add_argument_group("masking and evaluation")
-    mlm.add_argument("--mask-rate", type=probability)
-    mlm.add_argument("--max-predictions", type=positive_int)
-    mlm.add_argument(
-        "--validation-batches",
-        type=positive_int,
-        help="Held-out batches evaluated (masked once, then cached).",
-    )
-    mlm.add_argument(
-        "--unigram-tokens",
-        type=int,
-        help="Training tokens counted for the unigram baseline; 0 skips it.",
-    )
-    arguments.set_config_defaults(parser, PretrainingConfig)
-    return parser
-
-
+add_arguments = flags.add_pretraining_arguments
 build_parser, config_from_argv = training_job.flag_readers(
     DESCRIPTION, CONFIG_CLASS, add_arguments
 )

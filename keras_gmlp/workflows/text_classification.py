@@ -13,7 +13,6 @@ preset folder (`preset/`). `evaluate_run` scores a run again;
 `classify_text` classifies a sentence.
 """
 
-import argparse
 import dataclasses
 import json
 import os
@@ -22,86 +21,27 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import TextClassificationConfig
 from keras_gmlp.training.schedules import warmup_linear
 from keras_gmlp.training.text_metrics import binary_f1
+from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job
 
 CONFIG_CLASS = TextClassificationConfig
 JOB = "text_classification"
-DESCRIPTION = "Fine-tune a pretrained gMLP, or train one, to classify text."
+DESCRIPTION = flags.TEXT_CLASSIFICATION_DESCRIPTION
 VOCABULARY_FILE = "vocabulary.txt"
 LABELS_FILE = "labels.json"
 PRESET_DIR = "preset"
-DEFAULT_VOCABULARY_SIZE = 8192
+DEFAULT_VOCABULARY_SIZE = flags.DEFAULT_VOCABULARY_SIZE
 
 
-def add_arguments(parser):
-    """Adds the job's flags (shared training flags included) to `parser`."""
-    from keras_gmlp.data.labelled_text import VALIDATION_SPLITS
-
-    arguments.add_training_arguments(parser)
-    positive_int = arguments.positive_int
-    data = parser.add_argument_group("data")
-    data.add_argument("--tfds-name", help="e.g. glue/sst2, imdb_reviews.")
-    data.add_argument("--data-dir", help="tensorflow-datasets data folder.")
-    data.add_argument("--train-split")
-    data.add_argument(
-        "--validation-split",
-        help=f"tfds split to evaluate (default: the first of "
-        f"{VALIDATION_SPLITS} the dataset has).",
-    )
-    data.add_argument("--train-file", help="CSV/TSV file of training rows.")
-    data.add_argument("--validation-file", help="CSV/TSV file to evaluate.")
-    data.add_argument(
-        "--text-column", help="Text column or tfds feature (found if unset)."
-    )
-    data.add_argument(
-        "--text-b-column", help="Second text of sentence pairs (optional)."
-    )
-    data.add_argument("--label-column")
-    data.add_argument(
-        "--shuffle-buffer",
-        type=positive_int,
-        help="Training rows shuffled together.",
-    )
-    model = parser.add_argument_group("model")
-    model.add_argument(
-        "--pretrained",
-        help="Folder of a gMLP pretraining run (keras-gmlp pretrain), or a "
-        "text preset folder: its tokenizer and backbone weights are used.",
-    )
-    model.add_argument(
-        "--preset", help="A text preset, for a model from scratch."
-    )
-    model.add_argument("--vocabulary", help="Vocabulary file (from scratch).")
-    model.add_argument(
-        "--vocabulary-size",
-        type=positive_int,
-        help="Size of a vocabulary learnt from the training texts "
-        f"(default {DEFAULT_VOCABULARY_SIZE}).",
-    )
-    model.add_argument("--sequence-length", type=positive_int)
-    model.add_argument("--num-layers", type=positive_int)
-    model.add_argument("--hidden-dim", type=positive_int)
-    model.add_argument("--ffn-dim", type=positive_int)
-    model.add_argument("--attention-dim", type=positive_int)
-    model.add_argument("--dropout", type=arguments.probability)
-    model.add_argument(
-        "--cased",
-        action=argparse.BooleanOptionalAction,
-        help="Keep the case of the text (a pretrained run's setting wins).",
-    )
-    arguments.set_config_defaults(parser, TextClassificationConfig)
-    return parser
-
-
+add_arguments = flags.add_text_classification_arguments
 build_parser, config_from_argv = training_job.flag_readers(
     DESCRIPTION, CONFIG_CLASS, add_arguments
 )
