@@ -35,3 +35,26 @@ def error_line(error):
         if isinstance(error, KeyError) and error.args:
             text = str(error.args[0])
     return " ".join(text.split())
+
+
+def check_skipped(source, skipped, total, reason, expected, allow=False):
+    """Stops when more than half of the records of `source` were skipped.
+
+    Args:
+        source: str. The file, folder or dataset read.
+        skipped: int. Its records skipped (or unusable).
+        total: int. Its records read.
+        reason: str. Why records are skipped, e.g. `"invalid UTF-8"`.
+        expected: str. What the data should be, e.g. `"text files"`.
+        allow: bool. Whether to accept it (`--allow-skipped`). Defaults
+            to `False`.
+
+    Raises:
+        KerasGMLPError: naming `source` and the counts, unless `allow`.
+    """
+    if allow or skipped * 2 <= total:
+        return
+    raise KerasGMLPError(
+        f"{source}: {skipped:,} of {total:,} records skipped ({reason}): "
+        f"expected {expected}; pass --allow-skipped to train on the rest."
+    )

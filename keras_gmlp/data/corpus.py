@@ -20,9 +20,16 @@ import os
 
 import tensorflow as tf
 
+from keras_gmlp.errors import KerasGMLPError
+from keras_gmlp.errors import check_skipped
+
 RECORD_MODES = ("line", "paragraph")
 DECODE_ERRORS = ("replace", "skip")
 HASH_BUCKETS = 1_000_000
+# Bytes after which a record is cut (`read_text_records`).
+MAX_RECORD_CHARS = 100_000
+# Records `TextCorpus.check` reads at least (all of a smaller corpus).
+CHECK_RECORDS = 10_000
 
 
 class CorpusStats:
@@ -109,7 +116,7 @@ def read_text_records(
     files,
     record="line",
     decode_errors="replace",
-    max_record_chars=100_000,
+    max_record_chars=MAX_RECORD_CHARS,
     stats=None,
 ):
     """Streams text records from plain-text files, one at a time.
@@ -298,6 +305,7 @@ class TextCorpus:
                 f"Received validation_fraction={validation_fraction}; "
                 "expected a number in [0, 1)."
             )
+        self.patterns = files
         self.files = expand_patterns(files) if files is not None else None
         self.validation_files = (
             expand_patterns(validation_files) if validation_files else None
@@ -309,6 +317,7 @@ class TextCorpus:
         self.validation_fraction = validation_fraction
         self.record = record
         self.decode_errors = decode_errors
+        self.max_record_chars = MAX_RECORD_CHARS
         self.stats = CorpusStats()
         if validation_files is None and validation_fraction == 0:
             raise ValueError(
@@ -322,6 +331,7 @@ class TextCorpus:
                 files,
                 record=self.record,
                 decode_errors=self.decode_errors,
+                max_record_chars=self.max_record_chars,
                 stats=self.stats,
             )
             return
@@ -388,34 +398,76 @@ class TextCorpus:
         )
         return dataset.repeat() if repeat else dataset
 
-    def check(self, max_records=100_000):
-        """Fails early and clearly when a split has no record.
+    def source(self):
+        """The corpus as its error messages name it: a file, the glob
+        patterns or the tfds name."""
+        if self.files is None:
+            return self.tfds_name
+        if len(self.files) == 1:
+            return self.files[0]
+        if isinstance(self.patterns, str):
+            return self.patterns
+        return ",".join(self.patterns)
 
-        Reads at most `max_records` records of each split, then resets
-        `stats`.
+    def check(self, max_records=100_000, allow_skipped=False):
+        """Fails early and clearly on a corpus that cannot be trained on.
+
+        Reads the records until it has found a training and a held-out one
+        and read `CHECK_RECORDS` (or all of them), at most `max_records`,
+        then resets `stats`.
+
+        Args:
+            max_records: int. Records read at most. Defaults to `100_000`.
+            allow_skipped: bool. Whether to accept a corpus of which more
+                than half of the records read are not valid UTF-8 (such
+                as a binary file). Defaults to `False`.
 
         Raises:
-            ValueError: when the corpus or a split is empty.
+            KerasGMLPError: when the corpus or a split is empty, or most
+                of its records are not valid UTF-8 (unless
+                `allow_skipped`).
         """
-        source = self.files or self.tfds_name
-        if next(iter(self.records("train")), None) is None:
-            raise ValueError(
-                f"The corpus {source!r} has no training text record; "
+        source = self.source()
+        self.stats = CorpusStats()
+        found = {"train": 0, "validation": 0}
+        for count, text in enumerate(self._all_records(self.files), 1):
+            held_out = self.validation_files is None and is_validation(
+                text, self.validation_fraction
+            )
+            found["validation" if held_out else "train"] += 1
+            enough = count >= CHECK_RECORDS and all(found.values())
+            if enough or count >= max_records:
+                break
+        stats = self.stats
+        check_skipped(
+            source,
+            stats.invalid_utf8,
+            stats.records + stats.skipped,
+            "invalid UTF-8",
+            "text files",
+            allow_skipped,
+        )
+        cut = (
+            f"; a record is at most {self.max_record_chars:,} bytes, longer "
+            f"ones were cut ({stats.truncated:,} cuts)"
+            if stats.truncated
+            else ""
+        )
+        if not found["train"]:
+            raise KerasGMLPError(
+                f"The corpus {source!r} has no training text record{cut}; "
                 "expected non-empty text files."
             )
         if self.validation_files is not None:
-            found = next(iter(self.records("validation")), None) is not None
-        else:
-            found = False
-            for count, text in enumerate(self._all_records(self.files)):
-                if is_validation(text, self.validation_fraction):
-                    found = True
-                if found or count >= max_records:
-                    break
+            found["validation"] = int(
+                next(iter(self.records("validation")), None) is not None
+            )
+        read = stats.records
         self.stats = CorpusStats()
-        if not found:
-            raise ValueError(
-                f"The corpus {source!r} gives no validation record; "
-                "expected --validation-files or a larger "
-                f"--validation-fraction than {self.validation_fraction}."
+        if not found["validation"]:
+            raise KerasGMLPError(
+                f"The corpus {source!r} gives no validation record among "
+                f"the {read:,} records read{cut}; expected "
+                "--validation-files or a larger --validation-fraction than "
+                f"{self.validation_fraction}."
             )

@@ -14,6 +14,9 @@ import csv
 
 import numpy as np
 
+from keras_gmlp.errors import KerasGMLPError
+from keras_gmlp.errors import check_skipped
+
 VALIDATION_SPLITS = ("validation", "validation_matched", "test")
 PAIR_FEATURES = (
     ("premise", "hypothesis"),
@@ -47,7 +50,14 @@ class LabelledRows:
         return len(self.labels)
 
 
-def read_table(path, text_column, text_b_column, label_column, label_ids):
+def read_table(
+    path,
+    text_column,
+    text_b_column,
+    label_column,
+    label_ids,
+    allow_skipped=False,
+):
     """Reads a CSV (or, for `.tsv`, tab-separated) file of labelled rows.
 
     Args:
@@ -57,12 +67,16 @@ def read_table(path, text_column, text_b_column, label_column, label_ids):
         label_column: str. Column of the label.
         label_ids: dict from label to id, or `None` to make it from this
             file (labels sorted, numerically when they are all integers).
+        allow_skipped: bool. Whether to accept a file of which more than
+            half of the rows are skipped (empty fields, unknown labels).
+            Defaults to `False`.
 
     Returns:
         `(LabelledRows, label_ids)`.
 
     Raises:
-        ValueError: for a missing column, or a file without a usable row.
+        ValueError: for a missing column, a file without a usable row (its
+            unknown labels named), or mostly skipped rows.
     """
     delimiter = "\t" if path.lower().endswith((".tsv", ".tab")) else ","
     raw_rows, skipped, replaced = [], 0, 0
@@ -94,19 +108,34 @@ def read_table(path, text_column, text_b_column, label_column, label_ids):
         if all(name.lstrip("-").isdigit() for name in names):
             names = sorted(names, key=int)
         label_ids = {name: index for index, name in enumerate(names)}
-    texts, texts_b, labels = [], [], []
+    texts, texts_b, labels, unknown = [], [], [], set()
     for text_a, text_b, label in raw_rows:
         if label not in label_ids:
+            unknown.add(label)
             skipped += 1
             continue
         texts.append(text_a)
         texts_b.append(text_b)
         labels.append(label_ids[label])
+    unknown_text = (
+        f"; its labels {_first(unknown)} are not among the training "
+        f"labels {_first(label_ids)}"
+        if unknown
+        else ""
+    )
     if not labels:
-        raise ValueError(
-            f"{path!r} has no usable row ({skipped} skipped); expected rows "
-            f"with {text_column!r} and {label_column!r}."
+        raise KerasGMLPError(
+            f"{path!r} has no usable row ({skipped} skipped){unknown_text}; "
+            f"expected rows with {text_column!r} and {label_column!r}."
         )
+    check_skipped(
+        path,
+        skipped,
+        skipped + len(labels),
+        "empty fields" + (", unknown labels" if unknown else ""),
+        f"rows with {text_column!r} and {label_column!r}{unknown_text}",
+        allow_skipped,
+    )
     rows = LabelledRows(
         texts, texts_b if text_b_column else None, labels, skipped, replaced
     )
@@ -199,6 +228,7 @@ def load_labelled_text(
     text_column=None,
     text_b_column=None,
     label_column="label",
+    allow_skipped=False,
 ):
     """Reads a classification task's training and held-out rows.
 
@@ -219,6 +249,8 @@ def load_labelled_text(
             `"text"`; tfds: found).
         text_b_column: str or `None`. Second text of sentence pairs.
         label_column: str. Defaults to `"label"`.
+        allow_skipped: bool. Whether to accept a file of which more than
+            half of the rows are skipped. Defaults to `False`.
 
     Returns:
         `(train_rows, validation_rows, label_names)`: two `LabelledRows`
@@ -226,7 +258,8 @@ def load_labelled_text(
 
     Raises:
         ValueError: when neither data source is given, or the data is
-            unusable.
+            unusable: no usable row, mostly skipped rows, fewer than two
+            classes.
     """
     if tfds_name:
         split = validation_split or default_validation_split(
@@ -237,15 +270,29 @@ def load_labelled_text(
         validation, _ = read_tfds(tfds_name, split, data_dir, *columns)
     elif train_file and validation_file:
         columns = (text_column or "text", text_b_column, label_column)
-        train, label_ids = read_table(train_file, *columns, None)
-        validation, _ = read_table(validation_file, *columns, label_ids)
+        train, label_ids = read_table(train_file, *columns, None, allow_skipped)
+        validation, _ = read_table(
+            validation_file, *columns, label_ids, allow_skipped
+        )
     else:
         raise ValueError(
             "Expected data: --tfds-name NAME, or --train-file and "
             "--validation-file."
         )
+    if len(label_ids) < 2:
+        raise KerasGMLPError(
+            f"{train_file or tfds_name}: one class ({_first(label_ids)} in "
+            f"{label_column!r}); expected at least two classes to tell apart."
+        )
     names = sorted(label_ids, key=label_ids.get)
     return train, validation, names
+
+
+def _first(labels, count=10):
+    """The first `count` of `labels`, sorted, as a short list's text."""
+    names = sorted(map(str, labels))
+    more = f" and {len(names) - count} more" if len(names) > count else ""
+    return f"{names[:count]}{more}"
 
 
 def text_batches(

@@ -55,13 +55,15 @@ def add_training_arguments(parser):
     `--clipnorm`, `--warmup` (a fraction of the run when < 1, else steps),
     `--seed`, `--mixed-precision`, `--jit-compile`, `--strategy`,
     `--split-cpu`, `--output-dir`, `--steps-per-epoch`,
-    `--tensorboard/--no-tensorboard`, `--verbose`.
+    `--tensorboard/--no-tensorboard`, `--verbose`, `--allow-skipped`.
 
     Args:
         parser: `argparse.ArgumentParser`.
     """
     group = parser.add_argument_group("training")
-    group.add_argument("--epochs", type=positive_int, default=10)
+    group.add_argument(
+        "--epochs", type=positive_int, default=10, help="Epochs of the run."
+    )
     group.add_argument(
         "--batch-size",
         type=positive_int,
@@ -70,7 +72,10 @@ def add_training_arguments(parser):
         "--per-replica-batch-size times the replica count).",
     )
     group.add_argument(
-        "--per-replica-batch-size", type=positive_int, default=64
+        "--per-replica-batch-size",
+        type=positive_int,
+        default=64,
+        help="Examples per replica and step.",
     )
     group.add_argument(
         "--learning-rate",
@@ -103,8 +108,15 @@ def add_training_arguments(parser):
         default=0.05,
         help="Warmup: a fraction of all steps when < 1, else a step count.",
     )
-    group.add_argument("--steps-per-epoch", type=positive_int, default=None)
-    group.add_argument("--seed", type=int, default=0)
+    group.add_argument(
+        "--steps-per-epoch",
+        type=positive_int,
+        default=None,
+        help="Steps of an epoch (default: a pass over the training data).",
+    )
+    group.add_argument(
+        "--seed", type=int, default=0, help="Seed of every random draw."
+    )
     group.add_argument(
         "--mixed-precision",
         choices=("none", "mixed_float16", "mixed_bfloat16"),
@@ -134,14 +146,32 @@ def add_training_arguments(parser):
         "JAX needs XLA_FLAGS=--xla_force_host_platform_device_count=N): "
         "for trying strategies without accelerators.",
     )
-    group.add_argument("--output-dir", default="runs/latest")
+    group.add_argument(
+        "--output-dir",
+        default="runs/latest",
+        help="The run's folder: checkpoints, logs, results and models.",
+    )
     group.add_argument(
         "--tensorboard",
         action=argparse.BooleanOptionalAction,
         default=True,
         help="Write TensorBoard logs.",
     )
-    group.add_argument("--verbose", type=int, choices=(0, 1, 2), default=1)
+    group.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=1,
+        help="Keras' progress output: 0 silent, 1 a progress bar, 2 a line "
+        "an epoch.",
+    )
+    group.add_argument(
+        "--allow-skipped",
+        action="store_true",
+        help="Train on data of which more than half of the records are "
+        "skipped (not decodable, empty, unknown labels); else the run "
+        "stops with the counts.",
+    )
     return parser
 
 

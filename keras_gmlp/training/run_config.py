@@ -106,6 +106,9 @@ class TrainingConfig:
         output_dir: str. The run's folder.
         tensorboard: bool. Whether to write TensorBoard logs.
         verbose: int. Keras' `verbose` (0, 1 or 2).
+        allow_skipped: bool. Whether to train on data of which more than
+            half of the records are skipped (not decodable, empty, with
+            unknown labels); else the run stops, with the counts.
     """
 
     epochs: int = 10
@@ -126,6 +129,7 @@ class TrainingConfig:
     output_dir: str = "runs/latest"
     tensorboard: bool = True
     verbose: int = 1
+    allow_skipped: bool = False
 
     def __post_init__(self):
         _check_choice("mixed_precision", self.mixed_precision, MIXED_PRECISION)

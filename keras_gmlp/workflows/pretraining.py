@@ -74,7 +74,7 @@ def make_corpus(config):
         record=config.record,
         decode_errors=config.decode_errors,
     )
-    corpus.check()
+    corpus.check(allow_skipped=config.allow_skipped)
     return corpus
 
 

@@ -172,12 +172,8 @@ def run(config, callbacks=None):
         text_column=config.text_column,
         text_b_column=config.text_b_column,
         label_column=config.label_column,
+        allow_skipped=config.allow_skipped,
     )
-    if len(label_names) < 2:
-        raise ValueError(
-            f"The training data has the single label {label_names}; "
-            "expected at least two classes."
-        )
     tokenizer, config = prepare_tokenizer(config, train)
     with open(os.path.join(config.output_dir, LABELS_FILE), "w") as file:
         json.dump(label_names, file)
@@ -318,6 +314,7 @@ def evaluate_run(run_dir):
         text_column=config.text_column,
         text_b_column=config.text_b_column,
         label_column=config.label_column,
+        allow_skipped=config.allow_skipped,
     )
     batches = text_batches(validation, config.global_batch_size(1))
     return scores(model, batches, validation.labels, len(labels))

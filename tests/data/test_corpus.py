@@ -101,6 +101,38 @@ def test_no_validation_record_fails_clearly(tmp_path):
         corpus.check()
 
 
+def test_a_corpus_of_mostly_invalid_utf8_stops_with_the_counts(tmp_path):
+    # A binary file: most of its lines are not UTF-8.
+    path = tmp_path / "corpus.bin"
+    rng = np.random.default_rng(0)
+    lines = [
+        bytes(rng.integers(128, 256, 40, dtype=np.uint8)) for _ in range(90)
+    ]
+    lines += [b"a good line of text %d" % i for i in range(10)]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    corpus = TextCorpus(files=str(path), validation_fraction=0.5)
+    with pytest.raises(ValueError) as error:
+        corpus.check()
+    message = str(error.value)
+    assert message.startswith(f"{path}: 90 of 100 records skipped")
+    assert "invalid UTF-8" in message and "--allow-skipped" in message
+    corpus.check(allow_skipped=True)
+    assert corpus.stats.records == 0  # reset after the check
+    # Half of them is not more than half: accepted.
+    path.write_bytes(b"\n".join(lines[80:]) + b"\n")
+    TextCorpus(files=str(path), validation_fraction=0.5).check()
+
+
+def test_a_corpus_of_one_long_line_names_the_record_limit(tmp_path):
+    path = tmp_path / "one_line.txt"
+    # About 200,000 bytes without a line break: two or three records.
+    path.write_text(" ".join(f"word{i}" for i in range(20_000)))
+    corpus = TextCorpus(files=str(path), validation_fraction=0.02)
+    with pytest.raises(ValueError, match="no validation record") as error:
+        corpus.check()
+    assert "at most 100,000 bytes" in str(error.value)
+
+
 def test_splits_never_share_a_record(tmp_path):
     lines = write_lines(tmp_path / "a.txt", 2000, seed=3, words_per_line=(2, 4))
     # Duplicates, in another file: each copy must fall on the same side.

@@ -89,6 +89,44 @@ def test_files_give_label_ids_of_the_training_file(tmp_path):
         load_labelled_text(train_file=str(tmp_path / "train.csv"))
 
 
+def test_a_single_class_is_refused(tmp_path):
+    path = tmp_path / "train.csv"
+    path.write_text("text,label\nsome text,a\nmore text,a\n")
+    with pytest.raises(ValueError) as error:
+        load_labelled_text(train_file=str(path), validation_file=str(path))
+    assert str(error.value).startswith(f"{path}: one class (['a'] in")
+
+
+def test_unknown_validation_labels_are_named(tmp_path):
+    write_task(tmp_path / "train.csv", 12, seed=3)  # labels cat and dog
+    (tmp_path / "valid.csv").write_text("text,label\na,0\nb,1\nc,1\n")
+    with pytest.raises(ValueError, match="no usable row") as error:
+        load_labelled_text(
+            train_file=str(tmp_path / "train.csv"),
+            validation_file=str(tmp_path / "valid.csv"),
+        )
+    message = str(error.value)
+    assert "its labels ['0', '1'] are not among the training labels" in message
+    assert "['cat', 'dog']" in message
+
+
+def test_mostly_skipped_rows_stop_unless_allowed(tmp_path):
+    write_task(tmp_path / "train.csv", 12, seed=3)
+    valid = tmp_path / "valid.csv"
+    valid.write_text("text,label\na dog,dog\nb,bird\nc,bird\n,cat\n")
+    files = {
+        "train_file": str(tmp_path / "train.csv"),
+        "validation_file": str(valid),
+    }
+    with pytest.raises(ValueError) as error:
+        load_labelled_text(**files)
+    message = str(error.value)
+    assert message.startswith(f"{valid}: 3 of 4 records skipped")
+    assert "['bird']" in message and "--allow-skipped" in message
+    _, validation, _ = load_labelled_text(**files, allow_skipped=True)
+    assert validation.texts == ["a dog"] and validation.skipped == 3
+
+
 def test_shuffled_batches_keep_every_row_once(tmp_path):
     write_task(tmp_path / "rows.csv", 20, seed=4)
     rows, _ = read_table(

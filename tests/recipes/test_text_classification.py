@@ -252,7 +252,7 @@ def test_bad_input_fails_clearly(task, tmp_path):
         train(flags)
     single = tmp_path / "single.csv"
     single.write_text("text,label\nsome text,a\nmore text,a\n")
-    with pytest.raises(ValueError, match="single label"):
+    with pytest.raises(ValueError, match=r"one class \(\['a'\] in 'label'\)"):
         train(
             ["--train-file", str(single), "--validation-file", str(single)]
             + flags
