@@ -38,6 +38,9 @@ import tarfile
 import numpy as np
 import tensorflow as tf
 
+from keras_gmlp.errors import KerasGMLPError
+from keras_gmlp.errors import check_skipped
+
 DIGITS_VALIDATION_SIZE = 360
 DIGITS_SPLIT_SEED = 0
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -81,7 +84,7 @@ TFDS_HOSTS = {
 }
 
 
-class DataError(ValueError):
+class DataError(KerasGMLPError):
     """Missing, empty or malformed data, with where it was looked for."""
 
 
@@ -158,6 +161,29 @@ class ImageDataset:
             split: counter.skipped
             for split, counter in self.skip_counters.items()
         }
+
+    def check_skipped(self, allow=False):
+        """Stops when more than half of a split's records were skipped.
+
+        Call it after a pass over each split (the end of the first
+        epoch): the counts are exact then.
+
+        Args:
+            allow: bool. Whether to accept it (`--allow-skipped`).
+                Defaults to `False`.
+
+        Raises:
+            KerasGMLPError: naming the source, the split and the counts.
+        """
+        for split, counter in self.skip_counters.items():
+            check_skipped(
+                f"{self.source} ({split})",
+                counter.skipped,
+                int(counter.attempted.numpy()),
+                "not decodable as images",
+                "JPEG, PNG, BMP or GIF files",
+                allow,
+            )
 
     def split(self, name):
         """Returns the `"train"` or `"validation"` dataset."""
@@ -464,6 +490,13 @@ def _load_folder(name, path):
             f"No images found in {path}; expected class sub-folders such "
             f"as {path}/<class name>/<image>.jpg (extensions "
             f"{', '.join(IMAGE_EXTENSIONS)})."
+        )
+    found = sorted({class_names[label] for label in train_labels})
+    if len(found) < 2:
+        raise DataError(
+            f"{path}: one class ({found[0]!r}); expected image "
+            "sub-folders of at least two classes, such as "
+            f"{path}/<class name>/<image>.jpg."
         )
     if not val_paths:
         raise DataError(

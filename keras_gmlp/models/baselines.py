@@ -421,8 +421,19 @@ LEARNING_RATES = {
     # (`benchmarks/results/sweep_digits32.json`: 5e-4 to 8e-3 tried, 8e-3
     # unstable; the gMLP's own 3e-3 tied there with 1.5e-3).
     "image": {
-        "gmlp": {"digits": None, "cifar": None, "imagenet": None},
-        "vit": {"digits": 4e-3, "cifar": 5e-4, "imagenet": 4e-3},
+        "gmlp": {
+            "digits": None,
+            "cifar": None,
+            "folder": None,
+            "imagenet": None,
+        },
+        # A folder takes CIFAR's recipe, and its rate.
+        "vit": {
+            "digits": 4e-3,
+            "cifar": 5e-4,
+            "folder": 5e-4,
+            "imagenet": 4e-3,
+        },
     },
 }
 
@@ -456,8 +467,8 @@ def default_learning_rate(job, architecture, dataset_family=None):
     Args:
         job: str. `"mlm"`, `"causal"` or `"image"`.
         architecture: str. One of `ARCHITECTURES[job]` (aliases too).
-        dataset_family: str. For `"image"`: `"digits"`, `"cifar"` or
-            `"imagenet"`.
+        dataset_family: str. For `"image"`: `"digits"`, `"cifar"`,
+            `"folder"` or `"imagenet"`.
 
     Returns:
         A float, or `None` where the dataset's default applies.

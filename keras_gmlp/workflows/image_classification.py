@@ -57,7 +57,9 @@ def run(config, callbacks=None):
     Returns:
         The results dict (`None` on a worker that is not the chief).
     """
-    config = with_default_learning_rate(config).resolved()
+    config = with_default_learning_rate(config)
+    print(describe_defaults(config), flush=True)
+    config = config.resolved()
     distribution = training_job.start(config)
     from keras_gmlp.data import images
     from keras_gmlp.data.image_sources import load_images
@@ -140,10 +142,16 @@ def run(config, callbacks=None):
     )
     # Corrupt records skipped in one full pass over each split (the
     # counters keep counting on later passes of uncached splits).
+    # More than half of them skipped stops the run (unless
+    # --allow-skipped) after the first epoch, when the counts are known.
     skipped = {}
-    count_skips = EpochEndHook(
-        lambda epoch, logs: skipped or skipped.update(data.skipped())
-    )
+
+    def check_skips(epoch, logs):
+        if not skipped:
+            skipped.update(data.skipped())
+            data.check_skipped(config.allow_skipped)
+
+    count_skips = EpochEndHook(check_skips)
     history, wall_time = training_job.fit_task(
         model,
         train,
@@ -208,6 +216,33 @@ def run(config, callbacks=None):
         flush=True,
     )
     return results
+
+
+def describe_defaults(config):
+    """One line: the recipe's defaults that `config.resolved()` takes, as
+    the flags that would set them.
+
+    Args:
+        config: `ImageClassificationConfig`, before `resolved()`.
+
+    Returns:
+        A str.
+    """
+    flags = []
+    for name, value in config.defaults_taken().items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            flags.append(flag if value else f"--no-{flag[2:]}")
+        elif value is not None:
+            flags.append(
+                f"{flag} {value:g}"
+                if isinstance(value, float)
+                else f"{flag} {value}"
+            )
+    return (
+        f"The {config.dataset_family()} recipe's defaults for the flags not "
+        f"given: {' '.join(flags)} (docs/training.md, Datasets)."
+    )
 
 
 def with_default_learning_rate(config):

@@ -162,6 +162,29 @@ def test_folder_skips_and_counts_corrupt_images(tmp_path, rng):
     assert data.skipped() == {"train": 2, "validation": 0}
 
 
+def test_a_folder_of_one_class_is_refused(tmp_path, rng):
+    write_folder(tmp_path, rng, classes=("cat",))
+    with pytest.raises(DataError) as error:
+        image_sources.load_images(f"folder:{tmp_path}")
+    assert str(error.value).startswith(f"{tmp_path}: one class ('cat')")
+
+
+def test_mostly_corrupt_images_stop_unless_allowed(tmp_path, rng):
+    write_folder(tmp_path, rng)
+    for name in ("cat", "dog"):
+        for i in range(6):
+            (tmp_path / name / f"{i:03d}.jpg").write_bytes(b"no image")
+    data = image_sources.load_images(f"folder:{tmp_path}")
+    collect(data.train)
+    collect(data.validation)
+    with pytest.raises(ValueError) as error:
+        data.check_skipped()
+    message = str(error.value)
+    assert "(train): 12 of 18 records skipped" in message
+    assert "--allow-skipped" in message
+    data.check_skipped(allow=True)
+
+
 def test_imagenet_folders_with_train_and_val(tmp_path, rng):
     write_folder(tmp_path / "train", rng, ("n01", "n02", "n03"), per_class=2)
     write_folder(tmp_path / "val", rng, ("n01", "n02", "n03"), per_class=1)

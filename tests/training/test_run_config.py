@@ -61,12 +61,29 @@ def test_dataset_defaults_fill_only_unset_fields():
     assert cifar.mixup == 0.0 and cifar.cutmix == 1.0
     assert cifar.learning_rate_batch_size == 512
     imagenet = ImageClassificationConfig(
-        dataset="folder:/data", preset="gmlp_ti16_224", epochs=5
+        dataset="imagenet2012", preset="gmlp_ti16_224", epochs=5
     ).resolved()
     assert imagenet.random_resized_crop and imagenet.epochs == 5
     assert imagenet.warmup == 10000 and imagenet.preset == "gmlp_ti16_224"
     augment = digits.augment_config()
     assert augment.translate == 0.1 and augment.randaugment_ops == 0
+
+
+def test_a_folder_takes_the_small_image_recipe():
+    # Not the paper's ImageNet recipe (224 px, 300 epochs, 10,000 warm-up
+    # steps, a learning rate given for batches of 4096).
+    config = ImageClassificationConfig(dataset="folder:images")
+    resolved = config.resolved()
+    assert resolved.preset == "gmlp_s4_32" and resolved.epochs == 100
+    assert resolved.learning_rate_batch_size == 512
+    assert resolved.warmup == 0.05
+    assert resolved.peak_learning_rate(128) == pytest.approx(2.5e-4)
+    # A preset of the user's keeps the recipe's training settings.
+    chosen = dataclasses.replace(config, preset="gmlp_ti16_224").resolved()
+    assert chosen.preset == "gmlp_ti16_224" and chosen.epochs == 100
+    line = image_classification.describe_defaults(config)
+    assert "folder recipe" in line and "--preset gmlp_s4_32" in line
+    assert "--epochs 100" in line and "--learning-rate 0.001" in line
 
 
 def test_batch_learning_rate_and_warmup_arithmetic():
