@@ -19,7 +19,11 @@
   `data_dir/downloads/manual/`.
 - `"folder:PATH"`: any folder of class sub-folders of images; with
   `PATH/train` and `PATH/{validation,val,test}` sub-folders they are the
-  splits, else every 10th image of each class is held out.
+  splits, else every 10th image of each class is held out. A folder of
+  one class is refused.
+- `"tfds:NAME"`: any tensorflow-datasets image classification dataset
+  with `image` and `label` features, such as `tfds:mnist`: its `train`
+  split, and its `validation` split (else `test`) held out.
 
 Each split yields `(image, label)` pairs: a uint8 image `(height, width,
 channels)` at its stored size and an int32 label. An image that does not
@@ -77,7 +81,14 @@ CIFAR = {
         "label_index": 1,
     },
 }
-DATASETS = ("digits", "cifar10", "cifar100", "imagenet2012", "folder:PATH")
+DATASETS = (
+    "digits",
+    "cifar10",
+    "cifar100",
+    "imagenet2012",
+    "folder:PATH",
+    "tfds:NAME",
+)
 TFDS_HOSTS = {
     "cifar10": "www.cs.toronto.edu",
     "cifar100": "www.cs.toronto.edu",
@@ -204,7 +215,7 @@ def load_images(name, data_dir=None, label_offset=None):
 
     Args:
         name: str. `"digits"`, `"cifar10"`, `"cifar100"`,
-            `"imagenet2012"` or `"folder:PATH"`.
+            `"imagenet2012"`, `"folder:PATH"` or `"tfds:NAME"`.
         data_dir: str or `None`. Folder of local files, or the
             tensorflow-datasets data folder. Defaults to tfds' own
             (`~/tensorflow_datasets`).
@@ -242,6 +253,8 @@ def load_images(name, data_dir=None, label_offset=None):
         return _load_tfds(name, data_dir)
     if name.startswith("folder:"):
         return _load_folder(name, name[len("folder:") :])
+    if name.startswith("tfds:"):
+        return _load_tfds(name[len("tfds:") :], data_dir)
     raise ValueError(
         f"Unknown dataset {name!r}; expected one of {list(DATASETS)}."
     )
@@ -642,7 +655,10 @@ def _load_tfds(name, data_dir):
     builder = tfds.builder(name, data_dir=data_dir)
     if not builder.is_prepared() and not _tfds_is_mocked(tfds):
         _check_tfds_can_prepare(name, builder)
-    splits = ("train", "validation" if name == "imagenet2012" else "test")
+    held_out = "test"
+    if name == "imagenet2012" or "validation" in builder.info.splits:
+        held_out = "validation"
+    splits = ("train", held_out)
     try:
         train, validation = tfds.load(
             name,
@@ -669,6 +685,16 @@ def _load_tfds(name, data_dir):
         datasets.append((dataset.map(_tfds_cast), size))
     (train, num_train), (validation, num_validation) = datasets
     features = builder.info.features
+    if not {"image", "label"} <= set(features):
+        raise DataError(
+            f"{name}: its features are {sorted(features)}; expected an "
+            "image classification dataset with 'image' and 'label'."
+        )
+    if features["label"].num_classes < 2:
+        raise DataError(
+            f"{name}: one class ({features['label'].names}); expected at "
+            "least two classes."
+        )
     shape = features["image"].shape
     return ImageDataset(
         name=name,

@@ -225,7 +225,8 @@ IMAGE_DATASET_DEFAULTS = {
         "crop_padding": 4,
         **PAPER_AUGMENTATION,
     },
-    # A folder of images (`folder:PATH`): the small-image recipe of CIFAR,
+    # A folder of images (`folder:PATH`) or another tensorflow-datasets
+    # image dataset (`tfds:NAME`): the small-image recipe of CIFAR,
     # gMLP-S at 32 px, for 100 epochs. The paper's ImageNet recipe (224
     # px, 300 epochs, a learning rate for batches of 4096) is for
     # ImageNet; a folder takes it with `--dataset imagenet2012
@@ -298,7 +299,7 @@ class ImageClassificationConfig(TrainingConfig):
 
     Attributes (besides `TrainingConfig`'s):
         dataset: str. `"digits"`, `"cifar10"`, `"cifar100"`,
-            `"imagenet2012"` or `"folder:PATH"`.
+            `"imagenet2012"`, `"folder:PATH"` or `"tfds:NAME"`.
         data_dir: str or `None`. Local files, or the tfds data folder.
         label_offset: int or `None`. Subtracted from TFRecord labels.
         preset: str or `None`. An image preset of `keras_gmlp.PRESETS`.
@@ -359,13 +360,13 @@ class ImageClassificationConfig(TrainingConfig):
         )
 
     def dataset_family(self):
-        """`"digits"`, `"cifar"`, `"folder"` (`folder:PATH`) or
-        `"imagenet"` (any other dataset)."""
+        """`"digits"`, `"cifar"`, `"folder"` (`folder:PATH` and
+        `tfds:NAME`) or `"imagenet"` (`imagenet2012`)."""
         if self.dataset == "digits":
             return "digits"
         if self.dataset.startswith("cifar"):
             return "cifar"
-        if self.dataset.startswith("folder:"):
+        if self.dataset.startswith(("folder:", "tfds:")):
             return "folder"
         return "imagenet"
 

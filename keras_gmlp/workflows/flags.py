@@ -40,7 +40,9 @@ def add_image_classification_arguments(parser):
     data = parser.add_argument_group("data")
     data.add_argument(
         "--dataset",
-        help="digits | cifar10 | cifar100 | imagenet2012 | folder:PATH",
+        help="digits | cifar10 | cifar100 | imagenet2012 | folder:PATH (class "
+        "sub-folders of images) | tfds:NAME (a tensorflow-datasets image "
+        "dataset); docs/training.md, Datasets (default: digits).",
     )
     data.add_argument(
         "--data-dir",

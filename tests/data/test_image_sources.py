@@ -253,6 +253,15 @@ def test_tfds_sources_through_mock_data(tmp_path, name, splits, classes):
     assert all(0 <= label < classes for label in y)
 
 
+def test_any_tfds_image_dataset_by_name(tmp_path):
+    with tfds.testing.mock_data(num_examples=8):
+        data = image_sources.load_images("tfds:mnist", str(tmp_path))
+        assert (data.num_train, data.num_validation) == (8, 8)
+        assert data.num_classes == 10 and data.num_channels == 1
+        x, _ = collect(data.train.take(1))
+    assert x[0].shape == (28, 28, 1)
+
+
 def test_tfds_imagenet_without_archives_fails_fast(tmp_path):
     with pytest.raises(DataError, match="downloads/manual"):
         image_sources.load_images("imagenet2012", str(tmp_path))
