@@ -12,11 +12,18 @@ The table gives medians over the rounds and `wall_x_<baseline>`: each
 backend's whole-command time over the `--baseline` backend's (the
 README's choice) in the same rounds; above 1 is slower than the baseline.
 
+Before the training rounds, `--help-rounds` fresh processes time
+`keras-gmlp --help` and `keras-gmlp train-image-classifier --help` (the
+command's answer before any backend is imported); the report holds their
+medians (`help_seconds`). `--help-only` times them alone.
+
 Usage:
     python benchmarks/quickstart.py --rounds 3 --suffix _epyc25
     python benchmarks/quickstart.py --backends jax jax:KERAS_GMLP_JAX_DRAWS=0 \\
         --baseline jax:KERAS_GMLP_JAX_DRAWS=0 --rounds 4
-Results: benchmarks/results/quickstart<suffix>.json
+    python benchmarks/quickstart.py --help-only --suffix _epyc25
+Results: benchmarks/results/quickstart<suffix>.json (quickstart_help<suffix>
+with --help-only)
 """
 
 import argparse
@@ -77,6 +84,29 @@ def run_once(form, extra_flags):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+HELP_COMMANDS = {
+    "help": ["--help"],
+    "train_help": ["train-image-classifier", "--help"],
+}
+
+
+def time_help(rounds):
+    """Wall seconds of the command's `--help`s, each in a fresh process:
+    `{name: [seconds of each round]}` for `HELP_COMMANDS`."""
+    times = {name: [] for name in HELP_COMMANDS}
+    for _ in range(rounds):
+        for name, flags in HELP_COMMANDS.items():
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "keras_gmlp.cli", *flags],
+                env=common.worker_env(None, None),
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -95,12 +125,42 @@ def main(argv=None):
         "--suffix", default="", help="results file: quickstart<suffix>.json"
     )
     parser.add_argument(
+        "--help-rounds",
+        type=int,
+        default=5,
+        help="fresh processes timing keras-gmlp --help (0: none)",
+    )
+    parser.add_argument(
+        "--help-only",
+        action="store_true",
+        help="time the --help answers only, not the quick-start",
+    )
+    parser.add_argument(
         "--flags",
         nargs=argparse.REMAINDER,
         default=[],
         help="extra flags of the quick-start command",
     )
     args = parser.parse_args(argv)
+    help_times = time_help(args.help_rounds)
+    help_seconds = {
+        name: common.median(times)
+        for name, times in help_times.items()
+        if times
+    }
+    for name, seconds in help_seconds.items():
+        print(f"{name:10s} {seconds:6.2f} s (median)", flush=True)
+    if args.help_only:
+        report = common.header(with_backend=False)
+        report.update(
+            {
+                "arguments": vars(args),
+                "help_seconds": help_seconds,
+                "help_runs": help_times,
+            }
+        )
+        common.write_results(f"quickstart_help{args.suffix}", report)
+        return
     runs = {backend: [] for backend in args.backends}
     for round_index in range(args.rounds):
         for backend in args.backends:
@@ -148,7 +208,14 @@ def main(argv=None):
         ],
     )
     report = common.header(with_backend=False)
-    report.update({"arguments": vars(args), "rows": rows, "runs": runs})
+    report.update(
+        {
+            "arguments": vars(args),
+            "help_seconds": help_seconds,
+            "rows": rows,
+            "runs": runs,
+        }
+    )
     common.write_results(f"quickstart{args.suffix}", report)
 
 
