@@ -88,14 +88,14 @@ def build_parser():
         "--debug",
         action="store_true",
         help="Show the traceback of an error instead of one line (also "
-        f"{DEBUG_VARIABLE}=1).",
+        f"{DEBUG_VARIABLE}=1; default: off).",
     )
     parser.add_argument(
         "--verbose",
         action="store_true",
         dest="backend_logs",
         help="Show the backend's start-up log lines (TensorFlow, XLA, "
-        "CUDA), silenced otherwise.",
+        "CUDA; default: off, they are silenced).",
     )
     commands = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True
@@ -248,6 +248,15 @@ def build_parser():
     )
     show_defaults(parser)
     for name, sub in commands.choices.items():
+        # --debug after the command too; unset there, it keeps the top
+        # level's value.
+        sub.add_argument(
+            "--debug",
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="Show the traceback of an error instead of one line "
+            f"(default: off; also {DEBUG_VARIABLE}=1).",
+        )
         show_defaults(sub, UNSET_DEFAULTS.get(name, "none"))
     return parser
 

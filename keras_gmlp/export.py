@@ -325,7 +325,7 @@ def _load(model):
         return model
     text = os.fspath(model)
     if text.endswith(".keras") and os.path.isfile(text):
-        import keras_gmlp  # noqa: F401  (registers the classes)
+        import keras_gmlp.models  # noqa: F401  (registers the classes)
 
         return keras.saving.load_model(text)
     if os.path.isdir(text) or "://" in text:
@@ -335,7 +335,7 @@ def _load(model):
             return image_task.GMLPImageClassifier.from_timm(text)
         import json
 
-        import keras_gmlp  # noqa: F401  (registers the classes)
+        import keras_gmlp.models  # noqa: F401  (registers the classes)
 
         task_file = os.path.join(text, "task.json")
         if not os.path.isfile(task_file):

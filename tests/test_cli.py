@@ -95,6 +95,8 @@ def test_info_and_predict_name_what_they_expect(tmp_path, capsys):
     # --debug raises the error itself.
     with pytest.raises(FileNotFoundError, match="run_config.json"):
         cli.main(["--debug", "evaluate", str(tmp_path / "missing")])
+    with pytest.raises(FileNotFoundError, match="run_config.json"):
+        cli.main(["evaluate", str(tmp_path / "missing"), "--debug"])
 
 
 @pytest.mark.one_backend("torch")
