@@ -36,8 +36,8 @@ from keras_gmlp.errors import KerasGMLPError
 from keras_gmlp.errors import error_line
 
 PROGRAM = "keras-gmlp"
-# command: (workflow module, flag function of `keras_gmlp.workflows.flags`,
-# description constant there, one-line summary).
+# Training command: its workflow module (`keras_gmlp.workflows`); its flags
+# and description are in `keras_gmlp.workflows.flags`.
 TRAINING_COMMANDS = {
     "train-image-classifier": "image_classification",
     "pretrain": "pretraining",
@@ -62,7 +62,9 @@ RUN_PRESET_DIR = "preset"
 # The errors printed as one line: the package's own (`KerasGMLPError` and
 # the other `ValueError`s it raises), and files missing, unreadable or
 # not what they should be.
-USER_ERRORS = (ValueError, OSError, KeyError)
+USER_ERRORS = (ValueError, OSError)
+# TensorFlow's errors (`tf.errors`) about files, printed as one line too.
+TENSORFLOW_FILE_ERRORS = ("NotFoundError", "PermissionDeniedError")
 
 
 def build_parser():
@@ -330,16 +332,17 @@ def main(argv=None):
     Unless `--verbose`, the backend is imported with its start-up log
     lines silenced. An error a user can cause (`USER_ERRORS`: a bad value
     or flag, a file missing, unreadable or not what it should be) is
-    printed as one line, `keras-gmlp: error: ...`, and the status is 2;
-    with `--debug` or `KERAS_GMLP_DEBUG=1` it is raised instead, with its
-    traceback.
+    printed as one line, `keras-gmlp: error: ...`, and the status is 2
+    (130 after Ctrl-C); with `--debug` or `KERAS_GMLP_DEBUG=1` it is
+    raised instead, with its traceback. Any other error is raised: a bug
+    to report.
 
     Args:
         argv: list of str or `None`. The arguments after the program
             name. Defaults to `sys.argv[1:]`.
 
     Returns:
-        0, or 2 after an error.
+        0, 2 after an error, 130 when interrupted.
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
@@ -358,12 +361,28 @@ def main(argv=None):
         # The reader of stdout (`| head`) went away: nothing to report.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
-    except USER_ERRORS as error:
+    except KeyboardInterrupt:
         if debug:
+            raise
+        print(f"{PROGRAM}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if debug or not is_user_error(error):
             raise
         print(f"{PROGRAM}: error: {error_line(error)}", file=sys.stderr)
         return 2
     return 0
+
+
+def is_user_error(error):
+    """Whether the command prints `error` as one line (`USER_ERRORS`, and
+    TensorFlow's errors about a file missing or not readable)."""
+    if isinstance(error, USER_ERRORS):
+        return True
+    return (
+        type(error).__module__.startswith("tensorflow")
+        and type(error).__name__ in TENSORFLOW_FILE_ERRORS
+    )
 
 
 def import_backend_quietly():

@@ -32,8 +32,6 @@ def error_line(error):
             text = f"{error.filename} -> {error.filename2}: {reason}"
     else:
         text = str(error) or type(error).__name__
-        if isinstance(error, KeyError) and error.args:
-            text = str(error.args[0])
     return " ".join(text.split())
 
 
