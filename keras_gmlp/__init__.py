@@ -42,6 +42,7 @@ __version__ = "0.1.0"
 
 # Subpackages and modules imported on first use.
 SUBMODULES = (
+    "baselines",
     "cli",
     "convert",
     "data",

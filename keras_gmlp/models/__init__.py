@@ -3,11 +3,12 @@ builders (the short form) and the paper's presets.
 
 Importing this package registers every serializable class of the package
 with Keras, the recipes' pieces (schedules, metrics, the layers of earlier
-checkpoints, the baselines' input layer) included: a saved task, preset or
-checkpoint loads after `import keras_gmlp.models`.
+checkpoints, `BertInputs`, the input layer of the baselines of
+`keras_gmlp.baselines`) included: a saved task, preset or checkpoint loads
+after `import keras_gmlp.models`.
 """
 
-from keras_gmlp.models import baselines as _baselines  # noqa: F401
+from keras_gmlp.models.bert_inputs import BertInputs
 from keras_gmlp.models.causal_lm import causal_lm
 from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
@@ -40,6 +41,7 @@ from keras_gmlp.training import text_metrics as _text_metrics  # noqa: F401
 from keras_gmlp.training import text_models as _text_models  # noqa: F401
 
 __all__ = [
+    "BertInputs",
     "GMLPCausalLM",
     "GMLPCausalLMPreprocessor",
     "GMLPImageBackbone",

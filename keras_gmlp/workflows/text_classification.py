@@ -412,7 +412,7 @@ def export_classifier(task, export_dir, sequence_length):
     SavedModel takes the token ids that the task's preprocessor makes.
     """
     from keras_gmlp.export import export_saved_model
-    from keras_gmlp.models.baselines import BertInputs
+    from keras_gmlp.models import BertInputs
 
     token_ids = keras.Input((sequence_length,), dtype="int32", name="ids")
     padding_mask, _ = BertInputs(name="padding_mask")(token_ids)
