@@ -1,10 +1,12 @@
 """timm gMLP checkpoints in and out, without timm or PyTorch.
 
 timm publishes its gMLP (`gmlp_s16_224.ra3_in1k`) as a folder holding
-`config.json` and `model.safetensors`. `load_timm_checkpoint` reads such a
-folder (or a bare state dict file, or an `hf://timm/...` handle), infers the
-model's sizes from the weight shapes and the configuration, builds a
-`keras_gmlp.models.image_classifier` and sets every weight.
+`config.json` and `model.safetensors`. `from_timm` reads such a folder (or
+a bare state dict file, or an `hf://timm/...` handle), infers the model's
+sizes from the weight shapes and the configuration, and builds a
+`keras_gmlp.models.GMLPImageClassifier` with every weight set and a
+preprocessor that applies the checkpoint's evaluation transform;
+`load_timm_checkpoint` builds the bare `keras_gmlp.models.image_classifier`.
 `timm_data_config` and `apply_timm_preprocessing` reproduce the evaluation
 transform recorded in `config.json`, so that uint8 images give timm's
 predictions. `to_timm` writes a model back as a state dict that timm loads
@@ -23,6 +25,14 @@ import keras
 import numpy as np
 
 from keras_gmlp.convert.timm import timm_weight_map
+from keras_gmlp.layers.patch_embedding import pair as _checked_pair
+from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
+from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+    GMLPImageClassifierPreprocessor,
+)
+from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.resample import resample_spatial_weights
 from keras_gmlp.models.timm_preprocessing import DEFAULT_DATA_CONFIG
 from keras_gmlp.models.timm_preprocessing import pair as _pair
 
@@ -329,6 +339,11 @@ def timm_data_config(timm_config=None, image_size=None, num_channels=3):
     return data_config
 
 
+def _channel_values(values):
+    values = tuple(float(v) for v in values)
+    return values[0] if len(set(values)) == 1 else values
+
+
 def read_timm_checkpoint(path, image_size=None):
     """Reads a timm gMLP checkpoint without building a model.
 
@@ -417,6 +432,112 @@ def load_timm_checkpoint(path, image_size=None, **config):
     set_timm_weights(model, checkpoint["state_dict"])
     model.timm_data_config = checkpoint["data_config"]
     return model
+
+
+def from_timm(path, image_size=None, load_weights=True, **kwargs):
+    """Builds a `keras_gmlp.models.GMLPImageClassifier` from a timm gMLP
+    checkpoint.
+
+    Reads timm's folder (`config.json` and `model.safetensors`, or
+    `pytorch_model.bin` with torch installed), a bare state dict file or
+    an `hf://timm/<name>` handle (downloaded with `huggingface_hub`),
+    without timm or PyTorch. Depth, widths, patch and image size and the
+    class count come from the weight shapes and `config.json`; every
+    weight is set, or a `ValueError` names the rest. The preprocessor
+    applies the checkpoint's evaluation transform (timm's defaults for
+    gMLP: Pillow bicubic resize, centre crop 0.875, mean = std = 0.5),
+    so `predict()` on uint8 images gives timm's predictions.
+
+    Args:
+        path: str or path. The checkpoint.
+        image_size: int or `(height, width)`. Builds the model at
+            another image size, the dense spatial weights resampled
+            over the token grid (see `keras_gmlp.models.resample.
+            resample_spatial_weights`). Defaults to `None`, the
+            checkpoint's.
+        load_weights: bool. Whether to set the checkpoint's weights.
+            Defaults to `True`.
+        **kwargs: arguments that do not change the weights: `dtype`,
+            `drop_path_rate`, `pooling`, `dropout`, `activation`,
+            `head_dtype`, `name`.
+
+    Returns:
+        A `GMLPImageClassifier` with a `GMLPImageClassifierPreprocessor`.
+
+    Example:
+
+    >>> import tempfile
+    >>> from keras_gmlp.convert import from_timm, to_timm
+    >>> model = keras_gmlp.models.image_classifier(
+    ...     num_classes=3, image_size=8, patch_size=4, num_layers=1,
+    ...     hidden_dim=8, ffn_dim=16)
+    >>> folder = tempfile.mkdtemp()
+    >>> _ = to_timm(model, folder)
+    >>> classifier = from_timm(folder)
+    >>> images = np.zeros((2, 20, 16, 3), "uint8")
+    >>> classifier.predict(images, verbose=0).shape
+    (2, 3)
+    """
+    checkpoint = read_timm_checkpoint(path)
+    config = checkpoint["config"]
+    data_config = dict(checkpoint["data_config"])
+    state_dict = checkpoint["state_dict"]
+    if image_size is not None:
+        image_size = _checked_pair(image_size, "image_size")
+        patch = config["patch_size"]
+        source = tuple(
+            s // p for s, p in zip(config["image_size"], patch, strict=True)
+        )
+        target = tuple(s // p for s, p in zip(image_size, patch, strict=True))
+        if any(s % p for s, p in zip(image_size, patch, strict=True)):
+            raise ValueError(
+                f"Received image_size={image_size}; expected multiples "
+                f"of the checkpoint's patch size {patch}."
+            )
+        if target != source:
+            state_dict = dict(state_dict)
+            for i in range(config["num_layers"]):
+                name = f"blocks.{i}.mlp_channels.gate.proj"
+                (
+                    state_dict[f"{name}.weight"],
+                    state_dict[f"{name}.bias"],
+                ) = resample_spatial_weights(
+                    state_dict[f"{name}.weight"],
+                    state_dict[f"{name}.bias"],
+                    source,
+                    target,
+                )
+        config["image_size"] = image_size
+        data_config["input_size"] = (config["num_channels"],) + image_size
+    backbone_kwargs = {
+        key: kwargs.pop(key)
+        for key in ("dtype", "drop_path_rate")
+        if key in kwargs
+    }
+    backbone = GMLPImageBackbone(
+        **{k: v for k, v in config.items() if k != "num_classes"},
+        **backbone_kwargs,
+    )
+    mean = np.asarray(data_config["mean"], "float64")
+    std = np.asarray(data_config["std"], "float64")
+    converter = GMLPImageConverter(
+        image_size=backbone.image_size,
+        scale=_channel_values(1.0 / (255.0 * std)),
+        offset=_channel_values(-mean / std),
+        interpolation=data_config["interpolation"],
+        crop_pct=data_config["crop_pct"],
+        crop_mode=data_config.get("crop_mode") or "center",
+    )
+    classifier = GMLPImageClassifier(
+        backbone=backbone,
+        num_classes=config["num_classes"],
+        preprocessor=GMLPImageClassifierPreprocessor(converter),
+        **kwargs,
+    )
+    if load_weights:
+        set_timm_weights(classifier, state_dict)
+    classifier.timm_data_config = data_config
+    return classifier
 
 
 # === Keras model weights ===

@@ -20,11 +20,11 @@ import os
 import keras
 
 from keras_gmlp import models
+from keras_gmlp.optimizers.schedules import warmup_cosine
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
-from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job

@@ -28,6 +28,9 @@ import numpy as np
 
 from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.text_metrics import language_model_loss
+from keras_gmlp.models.text_metrics import language_model_metrics
+from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
@@ -35,9 +38,6 @@ from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import SPATIAL_UNITS
 from keras_gmlp.training.run_config import TEXT_ARCHITECTURES
 from keras_gmlp.training.run_config import PretrainingConfig
-from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.text_metrics import language_model_loss
-from keras_gmlp.training.text_metrics import language_model_metrics
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job

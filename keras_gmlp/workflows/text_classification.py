@@ -22,13 +22,13 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.text_metrics import binary_f1
+from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import TextClassificationConfig
-from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.text_metrics import binary_f1
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import training_job

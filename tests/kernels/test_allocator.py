@@ -1,7 +1,7 @@
-"""`keras_gmlp.training.reuse_freed_memory`: a JAX computation's freed
+"""`keras_gmlp.kernels.reuse_freed_memory`: a JAX computation's freed
 temporaries are reused, already in memory, by the next call (the
 program's call of it, through `configure_training_process`, is tested in
-tests/training/test_process_settings.py).
+tests/kernels/test_process.py).
 
 Each case runs in a fresh process: the settings hold for the whole
 process, and JAX reads its own when it starts.
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from keras_gmlp.training import allocator
+from keras_gmlp.kernels import allocator
 from tests.page_faults import SECOND_FILL_FAULTS
 
 # A jitted function whose XLA temporaries take about 98 MiB (25,000
@@ -23,7 +23,7 @@ from tests.page_faults import SECOND_FILL_FAULTS
 THIRD_RUN_FAULTS = """
 import json, resource, sys, warnings
 import keras_gmlp
-from keras_gmlp.training import reuse_freed_memory
+from keras_gmlp.kernels import reuse_freed_memory
 import jax
 import jax.numpy as jnp
 
@@ -140,7 +140,7 @@ MAIN_THREAD_FAULTS = (
     + """
 import json
 import keras_gmlp
-from keras_gmlp.training import reuse_freed_memory
+from keras_gmlp.kernels import reuse_freed_memory
 
 applied = reuse_freed_memory()
 print(json.dumps({"applied": applied, "faults": second_fill_faults()}))
@@ -178,7 +178,7 @@ def test_jax_main_heap_keeps_a_freed_large_buffer():
 # of each step after the second.
 FIT_STEP_FAULTS = """
 import json, resource, sys
-from keras_gmlp.training import reuse_freed_memory
+from keras_gmlp.kernels import reuse_freed_memory
 
 applied = reuse_freed_memory() if "reuse" in sys.argv else None
 import keras
