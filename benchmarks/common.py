@@ -539,7 +539,7 @@ def add_reuse_freed_memory_argument(parser):
     parser.add_argument(
         "--reuse-freed-memory",
         action="store_true",
-        help="the Keras workers call keras_gmlp.training.reuse_freed_memory() "
+        help="the Keras workers call keras_gmlp.kernels.reuse_freed_memory() "
         "first, as the keras-gmlp command does (JAX only)",
     )
 
@@ -550,10 +550,10 @@ def reuse_freed_memory_flags(enabled):
 
 
 def start_reusing_freed_memory(enabled):
-    """A worker's first step: `keras_gmlp.training.reuse_freed_memory()`
+    """A worker's first step: `keras_gmlp.kernels.reuse_freed_memory()`
     when `enabled`, before the backend computes anything."""
     if enabled:
-        from keras_gmlp.training import reuse_freed_memory
+        from keras_gmlp.kernels import reuse_freed_memory
 
         reuse_freed_memory()
 
@@ -681,7 +681,7 @@ def configure_threads(threads, share_cores=False):
     """Pins the backend's thread pools to `threads` (before any op).
 
     With `share_cores`, TensorFlow's ops get their chain's share of them
-    instead (`keras_gmlp.training.share_cores_between_chains`, as the
+    instead (`keras_gmlp.kernels.share_cores_between_chains`, as the
     image jobs run). Returns whether they do."""
     backend = os.environ["KERAS_BACKEND"]
     if backend == "torch":
@@ -691,7 +691,7 @@ def configure_threads(threads, share_cores=False):
     elif backend == "tensorflow":
         import tensorflow as tf
 
-        from keras_gmlp.training import share_cores_between_chains
+        from keras_gmlp.kernels import share_cores_between_chains
 
         shared = share_cores and share_cores_between_chains(threads)
         if not shared:
@@ -709,7 +709,7 @@ def build_image_classifier(model_name, image_size, jit_compile, precision):
     import keras
 
     from keras_gmlp import models
-    from keras_gmlp.training import FusedAdamW
+    from keras_gmlp.kernels import FusedAdamW
 
     model = models.image_classifier(
         model_name, image_size=image_size, dtype=precision
@@ -727,14 +727,14 @@ def random_image_batch(batch_size, image_size, seed=0):
 
     The arrays start on 64 bytes, as the batches a gMLP task's JAX step
     takes under `reuse_freed_memory` do
-    (`keras_gmlp.training.allocator.with_ready_inputs`): JAX uses them in
+    (`keras_gmlp.kernels.allocator.with_ready_inputs`): JAX uses them in
     place. `train_on_batch` does not align them itself; JAX would copy an
     unaligned batch on one of its threads, and where glibc puts that copy
     decides whether the next step reuses the freed step buffer.
     """
     import numpy as np
 
-    from keras_gmlp.training.allocator import aligned
+    from keras_gmlp.kernels.allocator import aligned
 
     rng = np.random.default_rng(seed)
     images = rng.uniform(size=(batch_size, image_size, image_size, 3))

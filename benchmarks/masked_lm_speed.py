@@ -74,7 +74,7 @@ def recipe_config(preset, length, flags):
 def build(name, preset, length, vocabulary_size):
     """`(training_model, description)` of one model at one length (the
     BERT matched by the recipe to the gMLP at `length`)."""
-    from keras_gmlp.training.schedules import warmup_linear
+    from keras_gmlp.optimizers.schedules import warmup_linear
     from keras_gmlp.workflows import pretraining
 
     config = recipe_config(preset, length, MODELS[name])

@@ -134,7 +134,7 @@ def main():
     parser.add_argument(
         "--share-cores",
         action="store_true",
-        help="the TensorFlow workers call keras_gmlp.training."
+        help="the TensorFlow workers call keras_gmlp.kernels."
         "share_cores_between_chains() first, as the image jobs do",
     )
     parser.add_argument(

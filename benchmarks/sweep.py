@@ -2,7 +2,7 @@
 
 For one job (`mlm`: masked-LM pretraining, `image`: image classification),
 gMLP and the keras-hub baselines of matched parameters (the baselines of
-the quality tables, `keras_gmlp.models.baselines`) each train at several
+the quality tables, `keras_gmlp.baselines`) each train at several
 peak learning rates and seeds, every run through the job's own workflow
 for the same training time, a process pinned to one core (`taskset`),
 `--parallel` at a time. A probe per architecture times its step, and each
@@ -205,7 +205,7 @@ def run_flags(job_flags, architecture, learning_rate, seed, steps, output_dir):
 def default_rates(job, architecture, job_flags):
     """`LEARNING_RATE_FACTORS` times the architecture's default rate."""
     from keras_gmlp import workflows
-    from keras_gmlp.models.baselines import default_learning_rate
+    from keras_gmlp.baselines import default_learning_rate
 
     workflow = getattr(workflows, JOBS[job]["module"])
     config = workflow.config_from_argv(

@@ -51,7 +51,7 @@ def worker(args):
     import numpy as np
 
     if args.job_xla_flags:
-        from keras_gmlp.training import set_job_xla_flags
+        from keras_gmlp.kernels import set_job_xla_flags
 
         set_job_xla_flags()  # does nothing outside TensorFlow
     common.start_reusing_freed_memory(args.reuse_freed_memory)
@@ -83,8 +83,8 @@ def worker(args):
         wall, cpu = common.timed(step, steps)
         return {"seconds": wall, "cpu_seconds": cpu}
 
+    from keras_gmlp.kernels.batch_chains import CHAINS
     from keras_gmlp.layers.matmul import matmul as package_matmul
-    from keras_gmlp.models.batch_chains import CHAINS
 
     operands = {}
     # With the cores shared between the chains, one product has only its
@@ -467,14 +467,14 @@ def main():
     parser.add_argument(
         "--share-cores",
         action="store_true",
-        help="the TensorFlow worker calls keras_gmlp.training."
+        help="the TensorFlow worker calls keras_gmlp.kernels."
         "share_cores_between_chains() first, as the image jobs do; its "
         "matmul rate is then that of the chains' products side by side",
     )
     parser.add_argument(
         "--job-xla-flags",
         action="store_true",
-        help="the TensorFlow worker calls keras_gmlp.training."
+        help="the TensorFlow worker calls keras_gmlp.kernels."
         "set_job_xla_flags() first, as the jobs do",
     )
     parser.add_argument("--rounds", type=int, default=3)

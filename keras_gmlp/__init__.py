@@ -41,6 +41,7 @@ __version__ = "0.1.0"
 
 # Subpackages and modules imported on first use.
 SUBMODULES = (
+    "baselines",
     "cli",
     "convert",
     "data",
@@ -48,7 +49,9 @@ SUBMODULES = (
     "errors",
     "generation",
     "layers",
+    "kernels",
     "models",
+    "optimizers",
     "plots",
     "training",
     "workflows",

@@ -320,12 +320,12 @@ def main(argv=None):
     """Runs `keras-gmlp`; returns the exit status.
 
     Run as the program (`argv` `None`), a training command first calls
-    `keras_gmlp.training.configure_training_process()`: under JAX each
+    `keras_gmlp.kernels.configure_training_process()`: under JAX each
     step then reuses the memory the last one freed; under TensorFlow the
     XLA functions are compiled with the jobs' flags (512-bit vectors on a
     CPU with AVX-512, no YNNPACK fusions) and each op runs on its share of
     the cores, for the backbones' two chains. Every other command first
-    calls `keras_gmlp.training.compile_jax_draws_once()` (part of those
+    calls `keras_gmlp.kernels.compile_jax_draws_once()` (part of those
     settings): under JAX, building a model then compiles its initializers'
     draws once per distribution, not once per shape.
 
@@ -350,12 +350,12 @@ def main(argv=None):
         if not args.backend_logs:
             import_backend_quietly()
         if argv is None:
-            from keras_gmlp import training
+            from keras_gmlp import kernels
 
             if args.handler is _train:
-                training.configure_training_process()
+                kernels.configure_training_process()
             else:
-                training.compile_jax_draws_once()
+                kernels.compile_jax_draws_once()
         args.handler(args)
     except BrokenPipeError:
         # The reader of stdout (`| head`) went away: nothing to report.

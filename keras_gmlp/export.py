@@ -329,10 +329,10 @@ def _load(model):
 
         return keras.saving.load_model(text)
     if os.path.isdir(text) or "://" in text:
-        from keras_gmlp.models import gmlp_image_classifier as image_task
+        from keras_gmlp import convert
 
-        if image_task.is_timm_checkpoint(text):
-            return image_task.GMLPImageClassifier.from_timm(text)
+        if convert.is_timm_checkpoint(text):
+            return convert.from_timm(text)
         import json
 
         import keras_gmlp.models  # noqa: F401  (registers the classes)
@@ -607,7 +607,7 @@ def export(
     Example:
 
     ```python
-    classifier = keras_gmlp.GMLPImageClassifier.from_timm(folder)
+    classifier = keras_gmlp.convert.from_timm(folder)
     path = export(classifier, "gmlp.onnx", format="onnx")
     session = onnxruntime.InferenceSession(path)
     logits = session.run(None, {"images": uint8_images})[0]

@@ -34,7 +34,7 @@ best.keras, last.keras, saved_model/ (uint8 images -> probabilities),
 curves.png, spatial_filters.png, tensorboard/.
 """
 
-from keras_gmlp.training import configure_training_process
+from keras_gmlp.kernels import configure_training_process
 from keras_gmlp.workflows import image_classification
 
 

@@ -29,7 +29,7 @@ about the same number of parameters through the same pipeline;
 
 import sys
 
-from keras_gmlp.training import configure_training_process
+from keras_gmlp.kernels import configure_training_process
 from keras_gmlp.training.arguments import config_from_args
 from keras_gmlp.training.arguments import positive_int
 from keras_gmlp.workflows import pretraining

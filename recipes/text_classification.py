@@ -23,7 +23,7 @@ python recipes/text_classification.py --tfds-name glue/sst2 \\
 
 import sys
 
-from keras_gmlp.training import configure_training_process
+from keras_gmlp.kernels import configure_training_process
 from keras_gmlp.workflows import text_classification
 
 

@@ -49,3 +49,56 @@ def test_no_unreachable_code(path):
         for line, terminator in unreachable_statements(tree)
     ]
     assert not found, "unreachable code:\n" + "\n".join(found)
+
+
+# What each part of the package may not import (keras_gmlp.<part>): the
+# layers know nothing above them; models build on layers, optimizers and
+# kernels, and the timm converter, the baselines and the jobs build on
+# models, never the reverse.
+FORBIDDEN_IMPORTS = {
+    "layers": (
+        "baselines",
+        "cli",
+        "convert",
+        "data",
+        "models",
+        "optimizers",
+        "training",
+        "workflows",
+    ),
+    "models": ("baselines", "cli", "convert", "data", "training", "workflows"),
+    "optimizers": ("cli", "models", "training", "workflows"),
+    "kernels": ("cli", "models", "workflows"),
+}
+
+
+def imported_modules(tree):
+    """Yields `(line, module)` of every import in `tree`, nested ones too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module
+            for alias in node.names:
+                yield node.lineno, f"{node.module}.{alias.name}"
+
+
+def test_imports_are_found_nested_and_by_name():
+    code = "def f():\n    from keras_gmlp import training\n"
+    assert (2, "keras_gmlp.training") in imported_modules(ast.parse(code))
+
+
+@pytest.mark.parametrize("part", sorted(FORBIDDEN_IMPORTS))
+def test_each_part_imports_only_what_it_builds_on(part):
+    forbidden = tuple(f"keras_gmlp.{name}" for name in FORBIDDEN_IMPORTS[part])
+    forbidden += ("recipes", "benchmarks")
+    found = []
+    for path in sorted((ROOT / "keras_gmlp" / part).rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for line, module in imported_modules(tree):
+            if any(
+                module == f or module.startswith(f"{f}.") for f in forbidden
+            ):
+                found.append(f"{path.relative_to(ROOT)}:{line} {module}")
+    assert found == []

@@ -75,7 +75,7 @@ def test_the_examples_are_found():
         "keras_gmlp.models.text_classifier.text_classifier",
         "keras_gmlp.models.image_classifier.image_classifier",
         "keras_gmlp.generation.generate",
-        "keras_gmlp.training.optimizers.adamw",
+        "keras_gmlp.optimizers.adamw",
         "keras_gmlp.layers.gmlp_block.GMLPBlock",
     ):
         assert expected in names

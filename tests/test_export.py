@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from keras_gmlp.convert import from_timm
 from keras_gmlp.export import FORMAT_BACKENDS
 from keras_gmlp.export import TEXT_FORMAT_BACKENDS
 from keras_gmlp.export import export
 from keras_gmlp.export import export_saved_model
 from keras_gmlp.export import serving_model
 from keras_gmlp.layers.spatial_gating_unit import fft_crossover
-from keras_gmlp.models import GMLPImageClassifier
 
 # Runs in a plain TensorFlow process: no Keras, no keras_gmlp.
 PLAIN_TF_SERVE = """
@@ -212,7 +212,7 @@ def skip_unless_made_here(format):
 @pytest.mark.parametrize("format", ["saved_model", "onnx", "litert"])
 def test_uint8_images_served_with_timms_preprocessing(format, tmp_path):
     skip_unless_made_here(format)
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     reference = np.load(FIXTURE / "reference.npz")
     path = export(classifier, tmp_path / "model", format=format)
     # Images of the model's size (20 x 24): timm resizes them to 22 x 27
@@ -239,13 +239,13 @@ def test_uint8_images_served_with_timms_preprocessing(format, tmp_path):
 def test_formats_another_backend_makes_raise_naming_it(format, tmp_path):
     if BACKEND in FORMAT_BACKENDS[format]:
         pytest.skip(f"{format} is made from {BACKEND}")
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     with pytest.raises(ValueError, match=f"from the {BACKEND} backend.*"):
         export(classifier, tmp_path / "model", format=format)
 
 
 def test_unknown_format_and_gelu_raise(tmp_path):
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     with pytest.raises(ValueError, match="format='torchscript'"):
         export(classifier, tmp_path / "model", format="torchscript")
     with pytest.raises(ValueError, match="gelu='fast'"):
@@ -312,7 +312,7 @@ def test_long_toeplitz_text_models_export_without_fft(format, tmp_path):
 @pytest.mark.parametrize("format", ["onnx"])
 def test_tanh_gelu_on_request_reports_its_difference(format, tmp_path):
     skip_unless_made_here(format)
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     with pytest.warns(UserWarning, match="tanh approximation.*up to"):
         path = export(classifier, tmp_path / "tanh", format=format, gelu="tanh")
     images = np.random.default_rng(2).integers(0, 256, (2, 20, 24, 3), "uint8")
@@ -327,7 +327,7 @@ def test_exports_a_keras_file_and_a_preset_folder(tmp_path):
     format = "saved_model" if BACKEND != "torch" else None
     if format is None:
         pytest.skip("no format is made from torch")
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     images = np.random.default_rng(3).integers(0, 256, (2, 20, 24, 3), "uint8")
     expected = classifier.predict(images, verbose=0)
     classifier.save(tmp_path / "model.keras")
@@ -349,7 +349,7 @@ def test_command_line_exports_a_timm_folder(tmp_path, capsys):
     assert cli.main(argv) == 0
     path = capsys.readouterr().out.strip().splitlines()[-1]
     assert path == str(tmp_path / "model.tflite")
-    classifier = GMLPImageClassifier.from_timm(FIXTURE)
+    classifier = from_timm(FIXTURE)
     images = np.random.default_rng(4).integers(0, 256, (2, 20, 24, 3), "uint8")
     assert_close(
         run_export(path, "litert", images),

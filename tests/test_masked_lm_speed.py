@@ -30,7 +30,7 @@ def test_every_model_trains_with_the_recipe_optimizer(name):
     # As the pretraining job compiles it, not Keras' AdamW: the fused AdamW
     # (torch's fused kernel under torch), global-norm clipping and the
     # biases and normalisation variables exempt from weight decay.
-    from keras_gmlp.training.fused_adamw import FusedAdamW
+    from keras_gmlp.kernels.fused_adamw import FusedAdamW
 
     config = masked_lm_speed.recipe_config("gmlp_tiny", 16, [])
     model, _ = masked_lm_speed.build(name, "gmlp_tiny", 16, 64)

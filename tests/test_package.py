@@ -11,7 +11,6 @@ import keras_gmlp
 RECIPE_OBJECTS = (
     "WarmupCosineDecay",  # schedules of the recipes' optimizers
     "WarmupLinearDecay",
-    "GatherPositions",  # the masked-LM training model
     "BertInputs",
     "Perplexity",  # the language models' metric
     "LanguageModelLoss",  # and their loss

@@ -61,7 +61,7 @@ def is_amd(cpuinfo_path="/proc/cpuinfo"):
 def has_avx512(cpuinfo_path="/proc/cpuinfo"):
     """Whether the CPU has AVX-512's foundation (`avx512f` among the flags
     of `cpuinfo_path`), where XLA:CPU can write 512-bit vectors
-    (`keras_gmlp.training.prefer_wide_vectors`). Where `cpuinfo_path`
+    (`keras_gmlp.kernels.prefer_wide_vectors`). Where `cpuinfo_path`
     cannot be read (not Linux), `False`.
 
     Args:

@@ -933,11 +933,14 @@ class SpatialGatingUnit(keras.layers.Layer):
         )
 
     def _recomputes_torch(self, hidden, length):
-        """Whether `call_on_projection` takes the recomputing torch gate."""
+        """Whether `call_on_projection` takes the recomputing torch gate
+        (on a CPU only, where it was measured)."""
         if keras.config.backend() != "torch":
             return False
         import torch
 
+        if isinstance(hidden, torch.Tensor) and hidden.device.type != "cpu":
+            return False
         return (
             torch.is_grad_enabled()
             and self._recomputable(hidden, length)

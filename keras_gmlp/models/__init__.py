@@ -2,12 +2,14 @@
 builders (the short form) and the paper's presets.
 
 Importing this package registers every serializable class of the package
-with Keras, the recipes' pieces (schedules, metrics, the layers of earlier
-checkpoints, the baselines' input layer) included: a saved task, preset or
-checkpoint loads after `import keras_gmlp.models`.
+with Keras, the pieces a compiled task holds (the learning-rate schedules of
+`keras_gmlp.optimizers.schedules`, the text tasks' losses and metrics) and
+`BertInputs` (the input layer of the baselines of `keras_gmlp.baselines`)
+included: a saved task, preset or checkpoint loads after
+`import keras_gmlp.models`.
 """
 
-from keras_gmlp.models import baselines as _baselines  # noqa: F401
+from keras_gmlp.models.bert_inputs import BertInputs
 from keras_gmlp.models.causal_lm import causal_lm
 from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
 from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
@@ -35,11 +37,10 @@ from keras_gmlp.models.masked_lm import masked_lm
 from keras_gmlp.models.masked_lm import text_encoder
 from keras_gmlp.models.presets import PRESETS
 from keras_gmlp.models.text_classifier import text_classifier
-from keras_gmlp.training import schedules as _schedules  # noqa: F401
-from keras_gmlp.training import text_metrics as _text_metrics  # noqa: F401
-from keras_gmlp.training import text_models as _text_models  # noqa: F401
+from keras_gmlp.optimizers import schedules as _schedules  # noqa: F401
 
 __all__ = [
+    "BertInputs",
     "GMLPCausalLM",
     "GMLPCausalLMPreprocessor",
     "GMLPImageBackbone",

@@ -1,7 +1,7 @@
 """Resolution of a builder's preset and keyword configuration."""
 
+from keras_gmlp.kernels.fused_adamw import FusedAdamW
 from keras_gmlp.models.presets import PRESETS
-from keras_gmlp.training.fused_adamw import FusedAdamW
 
 
 def resolve_config(family, defaults, preset=None, **config):
@@ -73,7 +73,7 @@ def task_optimizer(learning_rate, weight_decay=0.01):
         weight_decay: float. Decoupled weight decay. Defaults to `0.01`.
 
     Returns:
-        A `keras_gmlp.training.fused_adamw.FusedAdamW` (Keras' `AdamW`
+        A `keras_gmlp.kernels.fused_adamw.FusedAdamW` (Keras' `AdamW`
         with TensorFlow's fused update).
     """
     optimizer = FusedAdamW(

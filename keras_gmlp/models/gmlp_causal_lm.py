@@ -14,8 +14,8 @@ from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
 from keras_gmlp.models.gmlp_text_backbone import paper_preset
 from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
 from keras_gmlp.models.gmlp_text_task import GMLPTextTask
-from keras_gmlp.training.text_metrics import LanguageModelLoss
-from keras_gmlp.training.text_metrics import TokenAccuracy
+from keras_gmlp.models.text_metrics import LanguageModelLoss
+from keras_gmlp.models.text_metrics import TokenAccuracy
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -122,7 +122,7 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
                 strided copies of the logits.
             weighted_metrics: `"auto"` (keras-hub's
                 `SparseCategoricalAccuracy`, as
-                `keras_gmlp.training.text_metrics.TokenAccuracy`: the same
+                `keras_gmlp.models.text_metrics.TokenAccuracy`: the same
                 values and name, without an `argmax` under JAX) or a list
                 of metrics.
             sampler: str or `keras_hub.samplers.Sampler`. The sampler of

@@ -1,12 +1,12 @@
 import keras
 from keras_hub.models import Backbone
 
+from keras_gmlp.kernels.batch_chains import join_batch
+from keras_gmlp.kernels.batch_chains import runs_batch_chains
+from keras_gmlp.kernels.batch_chains import split_batch
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.patch_embedding import PatchEmbedding
 from keras_gmlp.layers.patch_embedding import pair
-from keras_gmlp.models.batch_chains import join_batch
-from keras_gmlp.models.batch_chains import runs_batch_chains
-from keras_gmlp.models.batch_chains import split_batch
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.gmlp_task import PortableExport
@@ -201,7 +201,7 @@ class GMLPImageBackbone(PortableExport, Backbone):
     def call(self, inputs, training=None, mask=None):
         """The functional graph's call; under TensorFlow, in a traced graph,
         the blocks run on the two halves of the batch as two independent
-        chains (`keras_gmlp.models.batch_chains`). The same layers, the
+        chains (`keras_gmlp.kernels.batch_chains`). The same layers, the
         same outputs."""
         if not runs_batch_chains(inputs):
             return super().call(inputs, training=training, mask=mask)

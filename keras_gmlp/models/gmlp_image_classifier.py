@@ -2,7 +2,6 @@ import json
 import pathlib
 
 import keras
-import numpy as np
 from keras_hub.models import ImageClassifier
 from keras_hub.models import Task
 
@@ -16,7 +15,7 @@ from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
 )
 from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 from keras_gmlp.models.gmlp_task import GMLPTask
-from keras_gmlp.training.optimizers import adamw
+from keras_gmlp.optimizers import adamw
 
 
 def is_timm_checkpoint(preset):
@@ -32,11 +31,6 @@ def is_timm_checkpoint(preset):
     except ValueError:
         return False
     return "architecture" in content and "class_name" not in content
-
-
-def _channel_values(values):
-    values = tuple(float(v) for v in values)
-    return values[0] if len(set(values)) == 1 else values
 
 
 # The task arguments that `from_preset` of a named preset accepts, with the
@@ -238,9 +232,8 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
         `save_to_preset`, a `kaggle://` or `hf://` handle) is loaded by
         `keras_hub.models.ImageClassifier.from_preset`; an `image_size`
         other than the saved one resamples the spatial weights (see
-        `keras_gmlp.convert.resize_image_model`). A timm checkpoint (a
-        folder with timm's `config.json` and `model.safetensors`, or an
-        `hf://timm/...` handle) is loaded by `from_timm`.
+        `keras_gmlp.models.resample.resize_image_model`). A timm
+        checkpoint is loaded by `keras_gmlp.convert.from_timm`.
 
         Args:
             preset: str. A preset name, folder or handle.
@@ -250,7 +243,10 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             **kwargs: arguments that override the preset's.
         """
         if is_timm_checkpoint(preset):
-            return cls.from_timm(preset, load_weights=load_weights, **kwargs)
+            raise ValueError(
+                f"Received preset={str(preset)!r}, a timm checkpoint; load "
+                "it with keras_gmlp.convert.from_timm(preset)."
+            )
         if not is_named_preset(preset):
             image_size = kwargs.pop("image_size", None)
             classifier = super().from_preset(
@@ -259,7 +255,7 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             if image_size is not None and pair(
                 image_size, "image_size"
             ) != tuple(classifier.backbone.image_size):
-                from keras_gmlp.convert.resample import resize_image_model
+                from keras_gmlp.models.resample import resize_image_model
 
                 classifier = resize_image_model(classifier, image_size)
             return classifier
@@ -275,114 +271,3 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             name=config["name"],
             **{k: config[k] for k in TASK_DEFAULTS},
         )
-
-    @classmethod
-    def from_timm(cls, path, image_size=None, load_weights=True, **kwargs):
-        """Builds a classifier from a timm gMLP checkpoint.
-
-        Reads timm's folder (`config.json` and `model.safetensors`, or
-        `pytorch_model.bin` with torch installed), a bare state dict file or
-        an `hf://timm/<name>` handle (downloaded with `huggingface_hub`),
-        without timm or PyTorch. Depth, widths, patch and image size and the
-        class count come from the weight shapes and `config.json`; every
-        weight is set, or a `ValueError` names the rest. The preprocessor
-        applies the checkpoint's evaluation transform (timm's defaults for
-        gMLP: Pillow bicubic resize, centre crop 0.875, mean = std = 0.5),
-        so `predict()` on uint8 images gives timm's predictions.
-
-        Args:
-            path: str or path. The checkpoint.
-            image_size: int or `(height, width)`. Builds the model at
-                another image size, the dense spatial weights resampled
-                over the token grid (see
-                `keras_gmlp.convert.resample_spatial_weights`). Defaults to
-                `None`, the checkpoint's.
-            load_weights: bool. Whether to set the checkpoint's weights.
-                Defaults to `True`.
-            **kwargs: arguments that do not change the weights: `dtype`,
-                `drop_path_rate`, `pooling`, `dropout`, `activation`,
-                `head_dtype`, `name`.
-
-        Returns:
-            A `GMLPImageClassifier` with a `GMLPImageClassifierPreprocessor`.
-
-        Example:
-
-        >>> import tempfile
-        >>> from keras_gmlp.convert import to_timm
-        >>> model = keras_gmlp.models.image_classifier(
-        ...     num_classes=3, image_size=8, patch_size=4, num_layers=1,
-        ...     hidden_dim=8, ffn_dim=16)
-        >>> folder = tempfile.mkdtemp()
-        >>> _ = to_timm(model, folder)
-        >>> classifier = keras_gmlp.models.GMLPImageClassifier.from_timm(
-        ...     folder)
-        >>> images = np.zeros((2, 20, 16, 3), "uint8")
-        >>> classifier.predict(images, verbose=0).shape
-        (2, 3)
-        """
-        from keras_gmlp.convert import timm_checkpoint
-        from keras_gmlp.convert.resample import resample_spatial_weights
-
-        checkpoint = timm_checkpoint.read_timm_checkpoint(path)
-        config = checkpoint["config"]
-        data_config = dict(checkpoint["data_config"])
-        state_dict = checkpoint["state_dict"]
-        if image_size is not None:
-            image_size = pair(image_size, "image_size")
-            patch = config["patch_size"]
-            source = tuple(
-                s // p for s, p in zip(config["image_size"], patch, strict=True)
-            )
-            target = tuple(
-                s // p for s, p in zip(image_size, patch, strict=True)
-            )
-            if any(s % p for s, p in zip(image_size, patch, strict=True)):
-                raise ValueError(
-                    f"Received image_size={image_size}; expected multiples "
-                    f"of the checkpoint's patch size {patch}."
-                )
-            if target != source:
-                state_dict = dict(state_dict)
-                for i in range(config["num_layers"]):
-                    name = f"blocks.{i}.mlp_channels.gate.proj"
-                    (
-                        state_dict[f"{name}.weight"],
-                        state_dict[f"{name}.bias"],
-                    ) = resample_spatial_weights(
-                        state_dict[f"{name}.weight"],
-                        state_dict[f"{name}.bias"],
-                        source,
-                        target,
-                    )
-            config["image_size"] = image_size
-            data_config["input_size"] = (config["num_channels"],) + image_size
-        backbone_kwargs = {
-            key: kwargs.pop(key)
-            for key in ("dtype", "drop_path_rate")
-            if key in kwargs
-        }
-        backbone = cls.backbone_cls(
-            **{k: v for k, v in config.items() if k != "num_classes"},
-            **backbone_kwargs,
-        )
-        mean = np.asarray(data_config["mean"], "float64")
-        std = np.asarray(data_config["std"], "float64")
-        converter = GMLPImageConverter(
-            image_size=backbone.image_size,
-            scale=_channel_values(1.0 / (255.0 * std)),
-            offset=_channel_values(-mean / std),
-            interpolation=data_config["interpolation"],
-            crop_pct=data_config["crop_pct"],
-            crop_mode=data_config.get("crop_mode") or "center",
-        )
-        classifier = cls(
-            backbone=backbone,
-            num_classes=config["num_classes"],
-            preprocessor=cls.preprocessor_cls(converter),
-            **kwargs,
-        )
-        if load_weights:
-            timm_checkpoint.set_timm_weights(classifier, state_dict)
-        classifier.timm_data_config = data_config
-        return classifier

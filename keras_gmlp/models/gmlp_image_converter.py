@@ -126,9 +126,27 @@ class GMLPImageConverter(ImageConverter):
             **kwargs,
         )
 
+    @property
+    def output_dtype(self):
+        """The dtype of the images it returns: the compute dtype, except
+        float32 for bfloat16.
+
+        keras-hub's pipeline hands the backend its preprocessed batches as
+        numpy arrays where it preprocesses in tf.data or grain, and torch
+        converts no numpy bfloat16 array; the backbone casts its input to
+        its own compute dtype.
+        """
+        if self.compute_dtype == "bfloat16":
+            return "float32"
+        return self.compute_dtype
+
     def _call_python(self, inputs):
         if self.crop_pct is None:
-            return super()._call_python(inputs)
+            outputs = super()._call_python(inputs)
+            if isinstance(outputs, dict):
+                images = outputs["images"]
+                return {**outputs, "images": self._cast_output(images)}
+            return self._cast_output(outputs)
         if isinstance(inputs, (list, tuple)):
             inputs = np.asarray(inputs)
         if _tensorflow_in_graph():
@@ -139,11 +157,19 @@ class GMLPImageConverter(ImageConverter):
                 self.transform_config(),
                 (tf.einsum, tf.math.floor, tf.clip_by_value, tf.constant),
             )
-            return tf.cast(x, self.compute_dtype)
-        return keras.ops.cast(
-            transform_images(inputs, self.transform_config()),
-            self.compute_dtype,
+            return tf.cast(x, self.output_dtype)
+        return self._cast_output(
+            transform_images(inputs, self.transform_config())
         )
+
+    def _cast_output(self, images):
+        if isinstance(images, np.ndarray):
+            return images.astype(self.output_dtype, copy=False)
+        if _tensorflow_in_graph():
+            import tensorflow as tf
+
+            return tf.cast(images, self.output_dtype)
+        return keras.ops.cast(images, self.output_dtype)
 
     def transform_config(self):
         """The settings `transform_images` reads, as plain Python values."""
@@ -225,7 +251,7 @@ def timm_transform(x, config, functions):
     Returns:
         The scaled crop, float32.
     """
-    from keras_gmlp.convert.timm_checkpoint import timm_resize_plan
+    from keras_gmlp.models.timm_preprocessing import timm_resize_plan
 
     einsum, floor, clip, constant = functions
     batched = len(x.shape) == 4

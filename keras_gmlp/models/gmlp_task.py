@@ -3,12 +3,12 @@ import contextlib
 import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
+from keras_gmlp.kernels.allocator import with_ready_inputs
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
 from keras_gmlp.layers.xla_functions import portable_ops
-from keras_gmlp.training.allocator import with_ready_inputs
-from keras_gmlp.training.optimizers import build_optimizer_before_tracing
-from keras_gmlp.training.optimizers import no_decay_variables
+from keras_gmlp.optimizers import build_optimizer_before_tracing
+from keras_gmlp.optimizers import no_decay_variables
 
 # Entries a task adds to its compile config: the trainable variables (by
 # path) its optimizer leaves out of weight decay (Keras saves an
@@ -86,12 +86,12 @@ class GMLPTask(PortableExport):
       backend's answer: XLA's True would become `torch.compile`).
     - Under TensorFlow, the optimizer's variables are made before the
       training step is traced, not while it is (which traces the step
-      twice; `keras_gmlp.training.optimizers.build_optimizer_before_tracing`).
+      twice; `keras_gmlp.optimizers.build_optimizer_before_tracing`).
     - Under JAX with asynchronous dispatch off
-      (`keras_gmlp.training.reuse_freed_memory`), each step gets its
+      (`keras_gmlp.kernels.reuse_freed_memory`), each step gets its
       batch already on the device, so that it runs on the calling
       thread and reuses the previous step's memory
-      (`keras_gmlp.training.allocator.with_ready_inputs`).
+      (`keras_gmlp.kernels.allocator.with_ready_inputs`).
     - `from_preset()` of a preset saved under a mixed-precision policy
       (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
       fails on it. Pass `dtype=` to choose another.

@@ -3,12 +3,12 @@ import os
 import keras
 from keras_hub.src.models.backbone import Backbone
 
+from keras_gmlp.kernels.batch_chains import join_batch
+from keras_gmlp.kernels.batch_chains import runs_text_chains
+from keras_gmlp.kernels.batch_chains import split_batch
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
-from keras_gmlp.models.batch_chains import join_batch
-from keras_gmlp.models.batch_chains import runs_text_chains
-from keras_gmlp.models.batch_chains import split_batch
 from keras_gmlp.models.config import drop_path_rates
 from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.gmlp_task import PortableExport
@@ -194,7 +194,7 @@ class GMLPTextBackbone(PortableExport, Backbone):
         """The functional graph's call; under TensorFlow, in a traced
         graph whose ops each have their chain's share of the cores, and
         under JAX, in a step compiled for a CPU
-        (`keras_gmlp.models.batch_chains.runs_text_chains`), the blocks
+        (`keras_gmlp.kernels.batch_chains.runs_text_chains`), the blocks
         run on the two halves of the batch as two independent chains. The
         same layers, the same outputs."""
         chained = isinstance(inputs, dict) and runs_text_chains(

@@ -306,7 +306,7 @@ class ImageClassificationConfig(TrainingConfig):
         architecture: str. `"gmlp"`, or `"vit"`: keras-hub's ViT of the
             gMLP's parameter count, at the gMLP's width, image and patch
             size, with its own default learning rate
-            (`keras_gmlp.models.baselines.LEARNING_RATES`); `"deit"` is
+            (`keras_gmlp.baselines.LEARNING_RATES`); `"deit"` is
             the same ViT (DeiT is ViT with the recipe applied here).
         image_size, patch_size, num_layers, hidden_dim, ffn_dim,
             attention_dim, spatial, drop_path_rate, dropout: overrides of
@@ -410,7 +410,7 @@ class ImageClassificationConfig(TrainingConfig):
 
 
 SPATIAL_UNITS = ("split", "multiplicative", "additive", "linear")
-# `keras_gmlp.models.baselines.ARCHITECTURES` of both objectives.
+# `keras_gmlp.baselines.ARCHITECTURES` of both objectives.
 TEXT_ARCHITECTURES = (
     "gmlp",
     "transformer",
@@ -428,7 +428,7 @@ class PretrainingConfig(TrainingConfig):
 
     Attributes (besides `TrainingConfig`'s):
         learning_rate: float or `None`. `None`: the architecture's default
-            (`keras_gmlp.models.baselines.LEARNING_RATES`).
+            (`keras_gmlp.baselines.LEARNING_RATES`).
         text_files: str or `None`. Glob(s) of plain-text files,
             comma-separated.
         tfds_name: str or `None`. A tensorflow-datasets text dataset.

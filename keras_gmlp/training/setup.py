@@ -5,12 +5,12 @@ import warnings
 
 import keras
 
+from keras_gmlp.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.callbacks import completed_epochs
 from keras_gmlp.training.callbacks import training_callbacks
 from keras_gmlp.training.distribution import get_distribution
 from keras_gmlp.training.distribution import split_cpu_for_tests
-from keras_gmlp.training.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.results import WallClock
 
 

@@ -20,10 +20,10 @@ import keras
 
 from keras_gmlp import models
 from keras_gmlp.errors import KerasGMLPError
+from keras_gmlp.optimizers.schedules import warmup_cosine
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
-from keras_gmlp.training.schedules import warmup_cosine
 from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
@@ -249,10 +249,10 @@ def with_default_learning_rate(config):
     """`config`, with its architecture's default learning rate if unset.
 
     The gMLP keeps the dataset's (`resolved()`); another architecture
-    takes its own from `keras_gmlp.models.baselines.LEARNING_RATES`, for
+    takes its own from `keras_gmlp.baselines.LEARNING_RATES`, for
     the dataset's `learning_rate_batch_size`.
     """
-    from keras_gmlp.models.baselines import default_learning_rate
+    from keras_gmlp.baselines import default_learning_rate
 
     if config.learning_rate is not None:
         return config
@@ -279,8 +279,8 @@ def build_model(
     Returns:
         `(task, description)`: the task and a dict describing it.
     """
-    from keras_gmlp.models.baselines import canonical_architecture
-    from keras_gmlp.models.baselines import trainable_parameters
+    from keras_gmlp.baselines import canonical_architecture
+    from keras_gmlp.baselines import trainable_parameters
     from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
         GMLPImageClassifierPreprocessor,
     )
@@ -309,7 +309,7 @@ def build_model(
 def vit_like(gmlp, preprocessor, head_dtype):
     """`(task, description)`: keras-hub's ViT classifier with the trainable
     parameters of the gMLP classifier `gmlp`."""
-    from keras_gmlp.models import baselines
+    from keras_gmlp import baselines
 
     backbone = gmlp.backbone
     shape = {

@@ -8,7 +8,7 @@ inside tf.data by the masked LM's own preprocessor
 (`GMLPMaskedLMPreprocessor.mask_packed`: 15 %, 80/10/10) or shifted for
 next-token training (`keras_gmlp.data.lm_batches`), a `GMLPMaskedLM` or
 `GMLPCausalLM` of the preset and overrides (or a matched keras-hub
-Transformer, `keras_gmlp.models.baselines`), AdamW with warmup and linear
+Transformer, `keras_gmlp.baselines`), AdamW with warmup and linear
 decay, the resumable fit, and held-out perplexity against the unigram
 baseline. A gMLP run is saved as a preset folder (`preset/`: the task with
 its tokenizer and preprocessor) for `from_preset`. `evaluate_run` scores a
@@ -27,13 +27,13 @@ import numpy as np
 
 from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.text_metrics import language_model_loss
+from keras_gmlp.models.text_metrics import language_model_metrics
+from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import PretrainingConfig
-from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.text_metrics import language_model_loss
-from keras_gmlp.training.text_metrics import language_model_metrics
 from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
@@ -193,7 +193,7 @@ def build_models(config, vocabulary_size):
         **{k: v for k, v in model_config.items() if k != "preset"},
     )
     resolved["causal"] = config.objective == "causal"
-    from keras_gmlp.models.baselines import trainable_parameters
+    from keras_gmlp.baselines import trainable_parameters
 
     training_model = model = build_task(config.objective, resolved)
     description = {
@@ -212,11 +212,11 @@ def build_models(config, vocabulary_size):
 def build_baseline(config, resolved, gmlp):
     """`(training_model, model, description)` of the config's baseline.
 
-    The keras-hub model (`keras_gmlp.models.baselines`) at the gMLP's
+    The keras-hub model (`keras_gmlp.baselines`) at the gMLP's
     width, with the depth (`config.transformer_layers`, or searched) and
     feed-forward size whose trainable parameters match the gMLP task's.
     """
-    from keras_gmlp.models import baselines
+    from keras_gmlp import baselines
 
     name = baselines.canonical_architecture(
         config.objective, config.architecture
@@ -344,8 +344,8 @@ def run(config, callbacks=None):
     Returns:
         The results dict.
     """
+    from keras_gmlp.baselines import default_learning_rate
     from keras_gmlp.data.vocabulary import make_tokenizer
-    from keras_gmlp.models.baselines import default_learning_rate
 
     distribution = training_job.start(config)
     if config.learning_rate is None:

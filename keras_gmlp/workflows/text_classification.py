@@ -21,12 +21,12 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
+from keras_gmlp.models.text_metrics import binary_f1
+from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import TextClassificationConfig
-from keras_gmlp.training.schedules import warmup_linear
-from keras_gmlp.training.text_metrics import binary_f1
 from keras_gmlp.workflows import flags
 from keras_gmlp.workflows import predictions
 from keras_gmlp.workflows import run_folder
@@ -349,7 +349,7 @@ def export_classifier(task, export_dir, sequence_length):
     SavedModel takes the token ids that the task's preprocessor makes.
     """
     from keras_gmlp.export import export_saved_model
-    from keras_gmlp.models.baselines import BertInputs
+    from keras_gmlp.models import BertInputs
 
     token_ids = keras.Input((sequence_length,), dtype="int32", name="ids")
     padding_mask, _ = BertInputs(name="padding_mask")(token_ids)

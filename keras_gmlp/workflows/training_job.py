@@ -13,8 +13,8 @@ namespace, and hands its fields on as explicit arguments.
 
 import argparse
 
+from keras_gmlp.optimizers import adamw
 from keras_gmlp.training import arguments
-from keras_gmlp.training.optimizers import adamw
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution

@@ -1,4 +1,4 @@
-"""`GMLPImageClassifier.from_timm` / `from_preset` of timm's folders, and
+"""`keras_gmlp.convert.from_timm` of timm's folders, and
 resampling the spatial weights to other image sizes, against fixtures made
 by real timm (`tests/fixtures/timm/make_timm_fixtures.py`)."""
 
@@ -8,12 +8,13 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.convert import from_timm
 from keras_gmlp.convert import resample_spatial_weights
 from keras_gmlp.convert import resize_image_model
-from keras_gmlp.convert.resample import interpolation_matrix
 from keras_gmlp.models import GMLPImageBackbone
 from keras_gmlp.models import GMLPImageClassifier
 from keras_gmlp.models import GMLPImageConverter
+from keras_gmlp.models.resample import interpolation_matrix
 from tests.backends import in_turn
 
 pytest.importorskip("safetensors.numpy")
@@ -37,7 +38,7 @@ def assert_logits_close(actual, expected):
 
 @pytest.mark.parametrize("name", in_turn(NAMES))
 def test_from_timm_predicts_timms_logits_from_uint8_images(name):
-    classifier = GMLPImageClassifier.from_timm(FIXTURES / name)
+    classifier = from_timm(FIXTURES / name)
     data = reference(name)
     for image, expected in zip(
         images_of(data), data["transformed_logits"], strict=True
@@ -49,9 +50,14 @@ def test_from_timm_predicts_timms_logits_from_uint8_images(name):
     assert_logits_close(keras.ops.convert_to_numpy(logits), data["logits"])
 
 
-def test_from_preset_of_a_timm_folder_is_from_timm(tmp_path):
+def test_from_preset_of_a_timm_folder_names_from_timm():
+    with pytest.raises(ValueError, match=r"keras_gmlp\.convert\.from_timm"):
+        GMLPImageClassifier.from_preset(str(FIXTURES / "gmlp_b"))
+
+
+def test_a_timm_checkpoint_saved_as_a_preset_keeps_its_transform(tmp_path):
     data = reference("gmlp_b")
-    classifier = GMLPImageClassifier.from_preset(str(FIXTURES / "gmlp_b"))
+    classifier = from_timm(FIXTURES / "gmlp_b")
     converter = classifier.preprocessor.image_converter
     assert converter.crop_pct == 0.875
     assert converter.interpolation == "bicubic"
@@ -111,9 +117,7 @@ def test_resampling_to_the_same_grid_is_the_identity():
     np.testing.assert_array_equal(new_bias, bias)
     # And a whole checkpoint loaded at its own size.
     data = reference("gmlp_a")
-    classifier = GMLPImageClassifier.from_timm(
-        FIXTURES / "gmlp_a", image_size=32
-    )
+    classifier = from_timm(FIXTURES / "gmlp_a", image_size=32)
     assert_logits_close(
         keras.ops.convert_to_numpy(classifier(data["inputs"])), data["logits"]
     )
@@ -161,7 +165,7 @@ def test_resampling_follows_a_smooth_function_on_both_grid_axes():
 
 
 def test_resized_classifier_keeps_every_other_weight_and_its_converter():
-    classifier = GMLPImageClassifier.from_timm(FIXTURES / "gmlp_b")
+    classifier = from_timm(FIXTURES / "gmlp_b")
     resized = resize_image_model(classifier, (28, 36))
     assert resized.backbone.image_size == (28, 36)
     assert resized.preprocessor.image_converter.image_size == (28, 36)

@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
+from keras_gmlp.convert import apply_timm_preprocessing
 from keras_gmlp.convert import timm_checkpoint
-from keras_gmlp.convert.timm_checkpoint import apply_timm_preprocessing
 from keras_gmlp.convert.timm_checkpoint import load_timm_checkpoint
 from keras_gmlp.convert.timm_checkpoint import set_timm_weights
 from keras_gmlp.convert.timm_checkpoint import to_timm
+from keras_gmlp.models import timm_preprocessing
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 
@@ -199,7 +200,7 @@ def test_resize_equals_pillow(interpolation):
                 (new_width, new_height), resample
             )
         )
-        actual = timm_checkpoint._resize(
+        actual = timm_preprocessing._resize(
             image, (new_height, new_width), interpolation
         )
         np.testing.assert_array_equal(actual, expected)

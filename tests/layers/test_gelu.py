@@ -498,7 +498,7 @@ def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
     np.testing.assert_allclose(keras.ops.convert_to_numpy(v), whole[..., 12:])
 
 
-def test_split_dense_gelu_is_two_products_where_it_measured_faster():
+def test_split_dense_gelu_runs_one_product_per_half_except_under_torch():
     # JAX (outside training) and TensorFlow: one product per half, no
     # product of all the columns. torch: one product, its halves views of
     # it; JAX in training: one product (memory), but `split_dense` two.

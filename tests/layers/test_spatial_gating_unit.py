@@ -293,3 +293,18 @@ class SpatialGatingUnitLayerTest(LayerTestCase):
             expected_output_shape=output_shape,
             expected_num_trainable_weights=4,
         )
+
+
+@pytest.mark.one_backend("torch")
+def test_torch_recomputing_gate_is_taken_on_a_cpu_only():
+    # The recomputing gate was measured on CPUs; elsewhere the unit runs
+    # its reference path.
+    import torch
+
+    layer = SpatialGatingUnit()
+    layer.build((2, 6, 8))
+    hidden = torch.ones((2, 6, 8))
+    assert layer._recomputes_torch(hidden, 6)
+    assert not layer._recomputes_torch(hidden.to("meta"), 6)
+    with torch.no_grad():
+        assert not layer._recomputes_torch(hidden, 6)

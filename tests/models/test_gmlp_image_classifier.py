@@ -197,6 +197,27 @@ class GMLPImageClassifierTest(TestCase):
         revived = GMLPImageClassifier.from_config(task.get_config())
         self.assertEqual(revived.get_layer("head").compute_dtype, "float32")
 
+    def test_fits_numpy_images_under_every_dtype_policy(self):
+        # keras-hub's pipeline preprocesses numpy input in tf.data and hands
+        # the backend numpy batches: torch takes no numpy bfloat16.
+        for policy in ("float32", "mixed_bfloat16", "mixed_float16"):
+            with self.subTest(policy=policy):
+                task = GMLPImageClassifier(
+                    backbone=GMLPImageBackbone(**TINY, dtype=policy),
+                    num_classes=3,
+                    preprocessor=GMLPImageClassifierPreprocessor(
+                        GMLPImageConverter(image_size=(8, 8), dtype=policy)
+                    ),
+                )
+                task.compile(optimizer="sgd")
+                loss = task.fit(
+                    self.images, self.labels, batch_size=2, verbose=0
+                ).history["loss"][-1]
+                self.assertTrue(np.isfinite(loss))
+                logits = task.predict(self.images, batch_size=2, verbose=0)
+                self.assertEqual(logits.shape, (4, 3))
+                self.assertTrue(np.isfinite(np.float32(logits)).all())
+
     def test_pooling(self):
         task = GMLPImageClassifier(**self.init_kwargs, pooling="max")
         randomize(task)

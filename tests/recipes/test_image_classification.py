@@ -449,7 +449,7 @@ def test_mixed_precision_run_has_float32_outputs(tmp_path):
 
 @pytest.mark.one_backend("torch")
 def test_vit_trains_through_the_same_pipeline(tmp_path):
-    from keras_gmlp.models.baselines import LEARNING_RATES
+    from keras_gmlp.baselines import LEARNING_RATES
 
     output_dir = tmp_path / "vit"
     # A gMLP large enough for a two-layer ViT of its width. "deit" is the

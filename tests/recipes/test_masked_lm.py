@@ -267,7 +267,7 @@ def test_two_device_strategy(corpus, tmp_path):
     # rate (given for a batch of 4) doubles.
     assert results["global_batch_size"] == 8
     assert results["training_tokens"] == 3 * 8 * 16
-    from keras_gmlp.models.baselines import LEARNING_RATES
+    from keras_gmlp.baselines import LEARNING_RATES
 
     assert results["peak_learning_rate"] == pytest.approx(
         2 * LEARNING_RATES["mlm"]["gmlp"]
@@ -343,14 +343,14 @@ def test_tfds_corpus_pretrains(tmp_path):
 
 @pytest.mark.one_backend("torch")
 def test_transformer_takes_the_gmlp_batches(corpus, rng):
+    from keras_gmlp.baselines import masked_lm_baseline
     from keras_gmlp.data.corpus import TextCorpus
     from keras_gmlp.data.corpus import expand_patterns
     from keras_gmlp.data.corpus import read_text_records
     from keras_gmlp.data.lm_batches import masked_lm_dataset
     from keras_gmlp.data.vocabulary import make_tokenizer
     from keras_gmlp.data.vocabulary import train_vocabulary
-    from keras_gmlp.models.baselines import masked_lm_baseline
-    from keras_gmlp.training.text_metrics import language_model_loss
+    from keras_gmlp.models.text_metrics import language_model_loss
 
     vocabulary = train_vocabulary(
         read_text_records(expand_patterns(corpus)), 60
@@ -449,7 +449,7 @@ def test_bad_input_fails_clearly(tmp_path):
 def test_baselines_train_on_the_same_batches_and_targets(
     architecture, corpus, tmp_path
 ):
-    from keras_gmlp.models.baselines import LEARNING_RATES
+    from keras_gmlp.baselines import LEARNING_RATES
 
     # A gMLP large enough for one DeBERTa layer with its relative
     # position embeddings.

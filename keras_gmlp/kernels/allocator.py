@@ -56,7 +56,7 @@ def reuse_freed_memory():
 
     ```python
     import keras_gmlp
-    from keras_gmlp.training import reuse_freed_memory
+    from keras_gmlp.kernels import reuse_freed_memory
 
     reuse_freed_memory()  # first: under JAX, before any model is built
     classifier = keras_gmlp.GMLPImageClassifier.from_preset("gmlp_ti16_224")

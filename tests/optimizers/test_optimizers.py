@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
-from keras_gmlp.training.optimizers import adamw
+from keras_gmlp.optimizers import adamw
 
 TINY_TEXT = dict(
     vocabulary_size=20,

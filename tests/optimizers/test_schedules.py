@@ -2,10 +2,10 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.training.schedules import WarmupCosineDecay
-from keras_gmlp.training.schedules import WarmupLinearDecay
-from keras_gmlp.training.schedules import warmup_cosine
-from keras_gmlp.training.schedules import warmup_linear
+from keras_gmlp.optimizers.schedules import WarmupCosineDecay
+from keras_gmlp.optimizers.schedules import WarmupLinearDecay
+from keras_gmlp.optimizers.schedules import warmup_cosine
+from keras_gmlp.optimizers.schedules import warmup_linear
 
 
 def values(schedule, steps):

@@ -1,4 +1,4 @@
-"""`keras_gmlp.training.prefer_wide_vectors`: XLA:CPU's 512-bit vectors for
+"""`keras_gmlp.kernels.prefer_wide_vectors`: XLA:CPU's 512-bit vectors for
 TensorFlow's XLA functions, where the CPU has AVX-512; `skip_ynn_fusions`:
 no YNNPACK fusions in them; `set_job_xla_flags`: both, as the jobs set
 them."""
@@ -6,10 +6,10 @@ them."""
 import keras
 import pytest
 
-from keras_gmlp.training import xla_flags
-from keras_gmlp.training.xla_flags import prefer_wide_vectors
-from keras_gmlp.training.xla_flags import set_job_xla_flags
-from keras_gmlp.training.xla_flags import skip_ynn_fusions
+from keras_gmlp.kernels import xla_flags
+from keras_gmlp.kernels.xla_flags import prefer_wide_vectors
+from keras_gmlp.kernels.xla_flags import set_job_xla_flags
+from keras_gmlp.kernels.xla_flags import skip_ynn_fusions
 from tests.fresh_python import last_line_of
 
 AVX512 = "flags\t\t: fpu fma avx2 avx512f avx512_bf16\n"
@@ -75,7 +75,7 @@ PROBE = """
 import os
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import tensorflow as tf
-from keras_gmlp.training import prefer_wide_vectors
+from keras_gmlp.kernels import prefer_wide_vectors
 
 added = prefer_wide_vectors(os.environ["PROBE_CPUINFO"])
 f = tf.function(lambda x: x * 2.0 + 1.0, jit_compile=True)
@@ -137,7 +137,7 @@ YNN_PROBE = """
 import os
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import tensorflow as tf
-from keras_gmlp.training import skip_ynn_fusions
+from keras_gmlp.kernels import skip_ynn_fusions
 
 skipped = skip_ynn_fusions()
 # A loss's reductions over the vocabulary, as the masked LM's.

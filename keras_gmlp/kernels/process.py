@@ -1,10 +1,10 @@
 """The process-wide settings that the `keras-gmlp` command and the recipes
 apply before training, in one place."""
 
-from keras_gmlp.training.allocator import reuse_freed_memory
-from keras_gmlp.training.jax_draws import compile_jax_draws_once
-from keras_gmlp.training.threads import share_cores_between_chains
-from keras_gmlp.training.xla_flags import set_job_xla_flags
+from keras_gmlp.kernels.allocator import reuse_freed_memory
+from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
+from keras_gmlp.kernels.threads import share_cores_between_chains
+from keras_gmlp.kernels.xla_flags import set_job_xla_flags
 
 
 def configure_training_process():
@@ -38,7 +38,7 @@ def configure_training_process():
     Example:
 
     ```python
-    from keras_gmlp.training import configure_training_process
+    from keras_gmlp.kernels import configure_training_process
 
     configure_training_process()  # first: before the first computation
     ```

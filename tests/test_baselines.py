@@ -7,8 +7,8 @@ import keras_hub  # noqa: F401 (registers keras-hub's classes for loading)
 import numpy as np
 import pytest
 
-from keras_gmlp.models import baselines
-from keras_gmlp.training.text_metrics import language_model_loss
+from keras_gmlp import baselines
+from keras_gmlp.models.text_metrics import language_model_loss
 from keras_gmlp.workflows import image_classification
 from keras_gmlp.workflows import pretraining
 

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_gmlp.training.fused_adamw import FusedAdamW
+from keras_gmlp.kernels.fused_adamw import FusedAdamW
 
 # The variable names exempt from weight decay when no model is given.
 NO_DECAY_NAMES = ("bias", "gamma", "beta")
@@ -67,7 +67,7 @@ def adamw(
     them exceeds `global_clipnorm`, each is scaled by `global_clipnorm /
     global_norm` (as timm and the DeiT recipe do). The optimizer is a
     `FusedAdamW`: Keras' `AdamW` whose TensorFlow update is one kernel a
-    variable (`keras_gmlp.training.fused_adamw`).
+    variable (`keras_gmlp.kernels.fused_adamw`).
 
     Args:
         learning_rate: float or `LearningRateSchedule`.
@@ -87,7 +87,7 @@ def adamw(
 
     Example:
 
-    >>> from keras_gmlp.training.optimizers import adamw
+    >>> from keras_gmlp.optimizers import adamw
     >>> model = keras_gmlp.models.masked_lm(
     ...     vocabulary_size=10, sequence_length=4, num_layers=1,
     ...     hidden_dim=4, ffn_dim=8)

@@ -1,4 +1,4 @@
-"""`keras_gmlp.training.configure_training_process`: the process settings
+"""`keras_gmlp.kernels.configure_training_process`: the process settings
 of the training jobs, each checked by its effect in a fresh process of
 this suite's backend (the settings' own cases are in test_allocator.py,
 test_threads.py and test_xla_flags.py)."""
@@ -12,13 +12,13 @@ import keras
 import pytest
 
 from keras_gmlp import cli
+from keras_gmlp.kernels import allocator
+from keras_gmlp.kernels import jax_draws
+from keras_gmlp.kernels import threads
+from keras_gmlp.kernels import xla_flags
+from keras_gmlp.kernels.batch_chains import CHAINS
+from keras_gmlp.kernels.batch_chains import usable_cores
 from keras_gmlp.layers.cpu_features import has_avx512
-from keras_gmlp.models.batch_chains import CHAINS
-from keras_gmlp.models.batch_chains import usable_cores
-from keras_gmlp.training import allocator
-from keras_gmlp.training import jax_draws
-from keras_gmlp.training import threads
-from keras_gmlp.training import xla_flags
 from tests.fresh_python import last_line_of
 
 OPT_OUTS = {
@@ -31,7 +31,7 @@ OPT_OUTS = {
 
 PROBE = """
 import json, os
-from keras_gmlp.training import configure_training_process
+from keras_gmlp.kernels import configure_training_process
 
 returned = configure_training_process()
 import keras
@@ -128,11 +128,11 @@ def test_the_program_configures_the_process_before_its_command(
     monkeypatch.setattr(cli, "_train", lambda args: events.append("train"))
     monkeypatch.setattr(cli, "_info", lambda args: events.append("info"))
     monkeypatch.setattr(
-        "keras_gmlp.training.configure_training_process",
+        "keras_gmlp.kernels.configure_training_process",
         lambda: events.append("configure"),
     )
     monkeypatch.setattr(
-        "keras_gmlp.training.compile_jax_draws_once",
+        "keras_gmlp.kernels.compile_jax_draws_once",
         lambda: events.append("draws"),
     )
     monkeypatch.setattr(sys, "argv", ["keras-gmlp", *argv])

@@ -27,55 +27,17 @@ width, or over given widths) whose parameter count matches the gMLP's;
 `LEARNING_RATES` holds each architecture's default peak learning rate,
 used when a run gives none (`default_learning_rate`).
 
-This module imports keras-hub only when a baseline is built.
-`import keras_gmlp.models` registers `BertInputs`, so a checkpoint holding
-a baseline loads after it.
+This module imports keras-hub only when a baseline is built. The masked-LM
+baselines take their inputs through `keras_gmlp.models.BertInputs`, which
+`import keras_gmlp.models` registers, so a checkpoint holding a baseline
+loads after it (and `import keras_hub`).
 """
 
 import math
 
 import keras
-from keras import ops
 
-
-@keras.saving.register_keras_serializable(package="keras_gmlp")
-class BertInputs(keras.layers.Layer):
-    """Makes a padding mask and (single) segment ids from token ids.
-
-    Args:
-        mask_dtype: str. Dtype of the padding mask. Defaults to `"bool"`
-            (BERT's); keras-hub's GPT-2 takes `"int32"`.
-
-    Call arguments:
-        token_ids: int tensor `(batch, tokens)`; id 0 is padding.
-
-    Returns:
-        `(padding_mask, segment_ids)`.
-
-    Example:
-
-    >>> from keras_gmlp.models.baselines import BertInputs
-    >>> mask, segments = BertInputs()(np.array([[5, 6, 0]]))
-    >>> keras.ops.convert_to_numpy(mask).tolist()
-    [[True, True, False]]
-    """
-
-    def __init__(self, mask_dtype="bool", **kwargs):
-        super().__init__(**kwargs)
-        self.mask_dtype = mask_dtype
-
-    def call(self, token_ids):
-        mask = ops.cast(ops.not_equal(token_ids, 0), self.mask_dtype)
-        return mask, ops.zeros_like(token_ids)
-
-    def compute_output_spec(self, token_ids):
-        return (
-            keras.KerasTensor(token_ids.shape, dtype=self.mask_dtype),
-            keras.KerasTensor(token_ids.shape, dtype=token_ids.dtype),
-        )
-
-    def get_config(self):
-        return {**super().get_config(), "mask_dtype": self.mask_dtype}
+from keras_gmlp.models.bert_inputs import BertInputs
 
 
 def bert_masked_lm(
@@ -475,7 +437,7 @@ def default_learning_rate(job, architecture, dataset_family=None):
 
     Example:
 
-    >>> from keras_gmlp.models.baselines import default_learning_rate
+    >>> from keras_gmlp.baselines import default_learning_rate
     >>> default_learning_rate("mlm", "transformer")
     0.002
     """
@@ -623,7 +585,7 @@ def matched_size(
 
     Example:
 
-    >>> from keras_gmlp.models.baselines import matched_size
+    >>> from keras_gmlp.baselines import matched_size
     >>> count = lambda layers, width, ffn: 1000 + layers * (
     ...     4 * width * width + 2 * width * ffn)
     >>> size = matched_size(count, 50_000, [16])

@@ -1,5 +1,5 @@
 """A backbone's blocks on the halves of the batch under TensorFlow and,
-the text backbone's, under JAX (`keras_gmlp.models.batch_chains`)."""
+the text backbone's, under JAX (`keras_gmlp.kernels.batch_chains`)."""
 
 import contextlib
 
@@ -7,7 +7,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.models import batch_chains
+from keras_gmlp.kernels import batch_chains
 from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
 from tests.models.test_gmlp_image_backbone import TINY
 from tests.models.test_gmlp_image_backbone import numpy_backbone

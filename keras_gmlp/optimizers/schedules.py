@@ -22,7 +22,7 @@ def warmup_cosine(peak_learning_rate, total_steps, warmup_steps, alpha=0.0):
 
     Example:
 
-    >>> from keras_gmlp.training.schedules import warmup_cosine
+    >>> from keras_gmlp.optimizers.schedules import warmup_cosine
     >>> schedule = warmup_cosine(1e-3, total_steps=1000, warmup_steps=100)
     >>> round(float(schedule(100)), 8)
     0.001
@@ -52,7 +52,7 @@ def warmup_linear(
 
     Example:
 
-    >>> from keras_gmlp.training.schedules import warmup_linear
+    >>> from keras_gmlp.optimizers.schedules import warmup_linear
     >>> schedule = warmup_linear(1e-4, total_steps=100, warmup_steps=10)
     >>> round(float(schedule(55)), 8)
     5e-05

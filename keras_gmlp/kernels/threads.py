@@ -5,6 +5,9 @@ import warnings
 
 import keras
 
+from keras_gmlp.kernels.batch_chains import CHAINS
+from keras_gmlp.kernels.batch_chains import usable_cores
+
 # Set to "0", it turns `share_cores_between_chains` off.
 ENV_VARIABLE = "KERAS_GMLP_SHARE_CORES"
 
@@ -15,7 +18,7 @@ def share_cores_between_chains(cpu_count=None):
 
     Under TensorFlow the image backbone runs its blocks on the halves of
     the batch as two chains of ops, side by side on the executor's
-    inter-op threads (`keras_gmlp.models.batch_chains`), and the text
+    inter-op threads (`keras_gmlp.kernels.batch_chains`), and the text
     backbone does where the cores are so shared. Each op spreads itself
     over the intra-op threads, by default one per core, so two products
     running at once ask for twice the cores there are. With
@@ -43,7 +46,7 @@ def share_cores_between_chains(cpu_count=None):
     Example:
 
     ```python
-    from keras_gmlp.training import share_cores_between_chains
+    from keras_gmlp.kernels import share_cores_between_chains
 
     share_cores_between_chains()  # first: before TensorFlow's first op
     ```
@@ -59,11 +62,6 @@ def share_cores_between_chains(cpu_count=None):
     if os.environ.get("TF_NUM_INTRAOP_THREADS"):
         return None
     import tensorflow as tf
-
-    # Imported here: `keras_gmlp.models` imports keras-hub, which
-    # `import keras_gmlp.training` need not load.
-    from keras_gmlp.models.batch_chains import CHAINS
-    from keras_gmlp.models.batch_chains import usable_cores
 
     if tf.config.threading.get_intra_op_parallelism_threads():
         return None

@@ -52,7 +52,7 @@ def usable_cores():
 def chains_fit_the_cores():
     """Whether `CHAINS` of TensorFlow's ops at once use at most the cores:
     its intra-op threads set to a chain's share of them, as
-    `keras_gmlp.training.share_cores_between_chains` sets them (by
+    `keras_gmlp.kernels.share_cores_between_chains` sets them (by
     default each op takes every core).
 
     The text backbone runs as chains only then: two chains with one

@@ -14,9 +14,9 @@ os.environ["KERAS_BACKEND"] = "tensorflow"
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from keras_gmlp.kernels.fused_adamw import FusedAdamW  # noqa: E402
 from keras_gmlp.training.distribution import get_distribution  # noqa: E402
 from keras_gmlp.training.distribution import split_cpu_for_tests  # noqa: E402
-from keras_gmlp.training.fused_adamw import FusedAdamW  # noqa: E402
 
 
 def trained_weights(optimizer_class, distribution, x, y):

@@ -65,7 +65,7 @@ def compile_jax_draws_once():
 
     Example:
 
-    >>> from keras_gmlp.training import compile_jax_draws_once
+    >>> from keras_gmlp.kernels import compile_jax_draws_once
     >>> installed = compile_jax_draws_once()
     >>> installed == (keras.config.backend() == "jax")
     True

@@ -1,4 +1,4 @@
-"""`keras_gmlp.training.compile_jax_draws_once`: Keras' eager JAX draws
+"""`keras_gmlp.kernels.compile_jax_draws_once`: Keras' eager JAX draws
 through one compiled chunk function per distribution, checked bit for bit
 against Keras' own draws (`jax.random`'s) with the same seeds."""
 
@@ -6,7 +6,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.training import jax_draws
+from keras_gmlp.kernels import jax_draws
 
 jax_only = pytest.mark.skipif(
     keras.config.backend() != "jax", reason="the draws replaced are JAX's"

@@ -12,8 +12,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.training.fused_adamw import FusedAdamW
-from keras_gmlp.training.optimizers import build_optimizer_before_tracing
+from keras_gmlp.kernels.fused_adamw import FusedAdamW
+from keras_gmlp.optimizers import build_optimizer_before_tracing
 from tests.models.test_gmlp_task import TASKS
 from tests.models.test_gmlp_task import task_and_data
 

@@ -1,4 +1,4 @@
-"""`keras_gmlp.training.share_cores_between_chains`: TensorFlow's intra-op
+"""`keras_gmlp.kernels.share_cores_between_chains`: TensorFlow's intra-op
 threads for the image backbone's two chains."""
 
 import subprocess
@@ -7,9 +7,9 @@ import sys
 import keras
 import pytest
 
-from keras_gmlp.models.batch_chains import CHAINS
-from keras_gmlp.training import threads
-from keras_gmlp.training.threads import share_cores_between_chains
+from keras_gmlp.kernels import threads
+from keras_gmlp.kernels.batch_chains import CHAINS
+from keras_gmlp.kernels.threads import share_cores_between_chains
 
 
 @pytest.mark.parametrize("backend", ["jax", "torch"])
@@ -44,7 +44,7 @@ PROBE = """
 import os, sys, warnings
 os.environ["KERAS_BACKEND"] = "tensorflow"
 import tensorflow as tf
-from keras_gmlp.training import share_cores_between_chains
+from keras_gmlp.kernels import share_cores_between_chains
 
 cpu_count = int(sys.argv[1])
 if "gpu" in sys.argv:  # as TensorFlow lists a machine's GPU

@@ -60,7 +60,7 @@ class FusedAdamW(keras.optimizers.AdamW):
 
     Example:
 
-    >>> optimizer = keras_gmlp.training.FusedAdamW(
+    >>> optimizer = keras_gmlp.kernels.FusedAdamW(
     ...     learning_rate=1e-3, weight_decay=0.05)
     >>> variable = keras.Variable([1.0, 2.0])
     >>> gradient = keras.ops.convert_to_tensor([0.5, -0.5])

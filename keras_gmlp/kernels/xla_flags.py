@@ -39,7 +39,7 @@ def prefer_wide_vectors(cpuinfo_path="/proc/cpuinfo"):
     Example:
 
     ```python
-    from keras_gmlp.training import prefer_wide_vectors
+    from keras_gmlp.kernels import prefer_wide_vectors
 
     prefer_wide_vectors()  # first: before the first XLA function runs
     ```
@@ -80,7 +80,7 @@ def skip_ynn_fusions():
     Example:
 
     ```python
-    from keras_gmlp.training import skip_ynn_fusions
+    from keras_gmlp.kernels import skip_ynn_fusions
 
     skip_ynn_fusions()  # first: before the first XLA function runs
     ```
@@ -113,7 +113,7 @@ def set_job_xla_flags(cpuinfo_path="/proc/cpuinfo"):
     Example:
 
     ```python
-    from keras_gmlp.training import set_job_xla_flags
+    from keras_gmlp.kernels import set_job_xla_flags
 
     set_job_xla_flags()  # first: before the first XLA function runs
     ```

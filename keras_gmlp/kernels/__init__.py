@@ -1,0 +1,40 @@
+"""Backend- and CPU-specific speed and memory settings, apart from the model.
+
+Nothing here changes what a model computes. The process settings are
+applied explicitly, before the backend's first computation, by the
+`keras-gmlp` command's training commands and the recipes
+(`configure_training_process`); call it first in your own training
+program for the same speed:
+
+- `reuse_freed_memory()` (`allocator`): under JAX on glibc, each step
+  reuses the memory the last one freed instead of faulting it in afresh;
+- `set_job_xla_flags()`, `prefer_wide_vectors()`, `skip_ynn_fusions()`
+  (`xla_flags`): TensorFlow's XLA:CPU flags;
+- `share_cores_between_chains()` (`threads`): under TensorFlow, each op on
+  its share of the cores, for the image backbone's two chains;
+- `compile_jax_draws_once()` (`jax_draws`): under JAX, Keras' initializers
+  draw through one compilation per distribution, not one per shape.
+
+`FusedAdamW` (`fused_adamw`) is Keras' `AdamW` with one fused TensorFlow
+update a variable, the text tasks' default optimizer.
+"""
+
+from keras_gmlp.kernels.allocator import reuse_freed_memory
+from keras_gmlp.kernels.fused_adamw import FusedAdamW
+from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
+from keras_gmlp.kernels.process import configure_training_process
+from keras_gmlp.kernels.threads import share_cores_between_chains
+from keras_gmlp.kernels.xla_flags import prefer_wide_vectors
+from keras_gmlp.kernels.xla_flags import set_job_xla_flags
+from keras_gmlp.kernels.xla_flags import skip_ynn_fusions
+
+__all__ = [
+    "FusedAdamW",
+    "compile_jax_draws_once",
+    "configure_training_process",
+    "prefer_wide_vectors",
+    "reuse_freed_memory",
+    "set_job_xla_flags",
+    "share_cores_between_chains",
+    "skip_ynn_fusions",
+]
