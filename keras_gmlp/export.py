@@ -314,7 +314,9 @@ class _ImagePreprocessing(keras.layers.Layer):
         self.config = config
 
     def call(self, images):
-        from keras_gmlp.models.gmlp_image_converter import transform_images
+        from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+            transform_images,
+        )
 
         return transform_images(images, self.config)
 

@@ -9,13 +9,13 @@ with a run as a text file, checked when it is read back.
 
 import os
 
-from keras_gmlp.models.gmlp_tokenizer import CLS
-from keras_gmlp.models.gmlp_tokenizer import MASK
-from keras_gmlp.models.gmlp_tokenizer import PAD
-from keras_gmlp.models.gmlp_tokenizer import SEP
-from keras_gmlp.models.gmlp_tokenizer import SPECIAL_TOKENS
-from keras_gmlp.models.gmlp_tokenizer import UNK
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import CLS
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import MASK
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import PAD
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import SEP
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import SPECIAL_TOKENS
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import UNK
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 
 __all__ = [
     "CLS",

@@ -328,10 +328,10 @@ def build_model(
     """
     from keras_gmlp.baselines import canonical_architecture
     from keras_gmlp.baselines import trainable_parameters
-    from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
-        GMLPImageClassifierPreprocessor,
+    from keras_gmlp.models import GMLPImageClassifierPreprocessor
+    from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+        GMLPImageConverter,
     )
-    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 
     bare = models.image_classifier(preset, **model_config)
     converter = GMLPImageConverter(image_size=bare.backbone.image_size)
@@ -459,7 +459,9 @@ def export_classifier(model, export_dir):
 
 def image_converter(model):
     """The model's `GMLPImageConverter`, or one for its input size."""
-    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+    from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+        GMLPImageConverter,
+    )
 
     preprocessor = getattr(model, "preprocessor", None)
     converter = getattr(preprocessor, "image_converter", None)
@@ -474,7 +476,7 @@ def load_run_model(run_dir):
     Runs of earlier versions saved a bare model without preprocessor; a
     baseline's run (ViT) is read from its `.keras` file.
     """
-    from keras_gmlp.models import gmlp_image_classifier
+    from keras_gmlp.models.gmlp_image import gmlp_image_classifier
 
     record = run_folder.read_run_config(run_dir)
     architecture = record["config"].get("architecture", "gmlp")

@@ -27,9 +27,9 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
-from keras_gmlp.models.text_metrics import language_model_loss
-from keras_gmlp.models.text_metrics import language_model_metrics
+from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_metrics
 from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
@@ -374,7 +374,7 @@ def build_task(objective, resolved, preprocessor=None):
     from keras_gmlp.models import GMLPCausalLM
     from keras_gmlp.models import GMLPMaskedLM
     from keras_gmlp.models import GMLPTextBackbone
-    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import BACKBONE_DEFAULTS
 
     backbone = GMLPTextBackbone(
         **{key: resolved[key] for key in BACKBONE_DEFAULTS if key != "name"}

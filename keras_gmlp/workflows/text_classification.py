@@ -22,7 +22,7 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.text_metrics import binary_f1
+from keras_gmlp.models.gmlp_text.text_metrics import binary_f1
 from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training import arguments
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
@@ -170,8 +170,8 @@ def build_model(config, tokenizer, num_classes):
     from keras_gmlp.models import GMLPTextBackbone
     from keras_gmlp.models import GMLPTextClassifier
     from keras_gmlp.models import GMLPTextClassifierPreprocessor
-    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
-    from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import BACKBONE_DEFAULTS
+    from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
 
     if config.pretrained:
         backbone = run_folder.load_preset(

@@ -2,8 +2,8 @@ import keras
 from keras_hub.src.models.masked_lm_preprocessor import MaskedLMPreprocessor
 from keras_hub.src.utils.tensor_utils import compute_padding_mask
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")

@@ -3,8 +3,8 @@ from keras_hub.src.models.text_classifier_preprocessor import (
     TextClassifierPreprocessor,
 )
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")

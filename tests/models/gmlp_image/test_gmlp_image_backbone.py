@@ -4,7 +4,7 @@ import pytest
 from keras_hub.src.tests.test_case import TestCase
 
 from keras_gmlp.layers.gmlp_block import GMLPBlock
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
 from tests import reference
 
 TINY = dict(

@@ -5,7 +5,7 @@ from keras_hub.src.tests.test_case import TestCase
 
 from keras_gmlp import models
 from keras_gmlp.models import PRESETS
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
 
 TINY = {
     "vocabulary_size": 20,

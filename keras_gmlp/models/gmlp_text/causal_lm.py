@@ -1,6 +1,6 @@
-from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
-from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
-from keras_gmlp.models.masked_lm import text_backbone
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.gmlp_text.masked_lm import text_backbone
 
 CAUSAL_DEFAULTS = {k: v for k, v in TEXT_DEFAULTS.items() if k != "causal"}
 

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
-from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
-from tests.models.test_gmlp_text_masked_lm import randomize
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
+from tests.models.gmlp_text.test_gmlp_text_masked_lm import randomize
 from tests.models.text_corpus import TINY_TEXT
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

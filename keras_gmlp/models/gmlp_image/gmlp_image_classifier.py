@@ -7,13 +7,13 @@ from keras_hub.models import Task
 
 from keras_gmlp.layers.patch_embedding import pair
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.gmlp_image_backbone import BACKBONE_DEFAULTS
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_backbone import is_named_preset
-from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import BACKBONE_DEFAULTS
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import is_named_preset
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
 from keras_gmlp.models.gmlp_task import GMLPTask
 from keras_gmlp.optimizers import adamw
 
@@ -232,7 +232,7 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
         `save_to_preset`, a `kaggle://` or `hf://` handle) is loaded by
         `keras_hub.models.ImageClassifier.from_preset`; an `image_size`
         other than the saved one resamples the spatial weights (see
-        `keras_gmlp.models.resample.resize_image_model`). A timm
+        `keras_gmlp.models.gmlp_image.resample.resize_image_model`). A timm
         checkpoint is loaded by `keras_gmlp.convert.from_timm`.
 
         Args:
@@ -255,7 +255,9 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             if image_size is not None and pair(
                 image_size, "image_size"
             ) != tuple(classifier.backbone.image_size):
-                from keras_gmlp.models.resample import resize_image_model
+                from keras_gmlp.models.gmlp_image.resample import (
+                    resize_image_model,
+                )
 
                 classifier = resize_image_model(classifier, image_size)
             return classifier

@@ -2,7 +2,7 @@ import keras
 import numpy as np
 from keras_hub.layers import ImageConverter
 
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
 
 
 def _tensorflow_in_graph():
@@ -251,7 +251,7 @@ def timm_transform(x, config, functions):
     Returns:
         The scaled crop, float32.
     """
-    from keras_gmlp.models.timm_preprocessing import timm_resize_plan
+    from keras_gmlp.models.gmlp_image.timm_preprocessing import timm_resize_plan
 
     einsum, floor, clip, constant = functions
     batched = len(x.shape) == 4

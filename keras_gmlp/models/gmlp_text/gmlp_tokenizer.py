@@ -4,7 +4,7 @@ from keras_hub.src.tokenizers.word_piece_tokenizer_trainer import (
     compute_word_piece_vocabulary,
 )
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
 
 PAD = "[PAD]"
 UNK = "[UNK]"

@@ -7,15 +7,17 @@ from keras_gmlp.layers.decoding_cache import owned_caches
 from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.spatial_gating_unit import cache_index
 from keras_gmlp.models.config import task_optimizer
-from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
-from keras_gmlp.models.gmlp_text_task import GMLPTextTask
-from keras_gmlp.models.text_metrics import LanguageModelLoss
-from keras_gmlp.models.text_metrics import TokenAccuracy
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
+    task_from_paper_preset,
+)
+from keras_gmlp.models.gmlp_text.gmlp_text_task import GMLPTextTask
+from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
+from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -121,8 +123,8 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
                 `(tokens, vocabulary)`: the same values, without torch's
                 strided copies of the logits.
             weighted_metrics: `"auto"` (keras-hub's
-                `SparseCategoricalAccuracy`, as
-                `keras_gmlp.models.text_metrics.TokenAccuracy`: the same
+                `SparseCategoricalAccuracy`, as `keras_gmlp.models.
+                gmlp_text.text_metrics.TokenAccuracy`: the same
                 values and name, without an `argmax` under JAX) or a list
                 of metrics.
             sampler: str or `keras_hub.samplers.Sampler`. The sampler of

@@ -1,9 +1,9 @@
 """The text builders' shared configuration, and `masked_lm`."""
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
-from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import BACKBONE_DEFAULTS
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
 
 # Every keyword of the text builders, with its default: the arguments of
 # `GMLPTextBackbone` (a 48-block gMLP of width 512 over 512 tokens of a

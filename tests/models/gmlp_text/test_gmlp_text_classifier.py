@@ -6,15 +6,17 @@ import numpy as np
 import pytest
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text_classifier import GMLPTextClassifier
-from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier import GMLPTextClassifier
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 from tests.backends import next_backend
-from tests.models.test_gmlp_text_masked_lm import predict_in_another_backend
-from tests.models.test_gmlp_text_masked_lm import randomize
+from tests.models.gmlp_text.test_gmlp_text_masked_lm import (
+    predict_in_another_backend,
+)
+from tests.models.gmlp_text.test_gmlp_text_masked_lm import randomize
 from tests.models.text_corpus import TINY_TEXT
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -1,8 +1,8 @@
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.gmlp_text_classifier import GMLPTextClassifier
-from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
-from keras_gmlp.models.masked_lm import text_backbone
-from keras_gmlp.models.masked_lm import text_encoder
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier import GMLPTextClassifier
+from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.gmlp_text.masked_lm import text_backbone
+from keras_gmlp.models.gmlp_text.masked_lm import text_encoder
 
 CLASSIFIER_DEFAULTS = dict(TEXT_DEFAULTS, num_classes=2, dropout=0.1)
 

@@ -148,7 +148,7 @@ def timm_resize_plan(
 
     Example:
 
-    >>> from keras_gmlp.models import timm_preprocessing
+    >>> from keras_gmlp.models.gmlp_image import timm_preprocessing
     >>> plan = timm_preprocessing.timm_resize_plan((40, 30), (16, 16), 0.875)
     >>> [(axis, matrix.shape) for axis, matrix in plan]
     [(1, (16, 30)), (0, (16, 40))]
@@ -248,7 +248,7 @@ def apply_timm_preprocessing(images, data_config):
 
     Example:
 
-    >>> from keras_gmlp.models.timm_preprocessing import (
+    >>> from keras_gmlp.models.gmlp_image.timm_preprocessing import (
     ...     apply_timm_preprocessing,
     ... )
     >>> config = {"input_size": (3, 32, 32), "interpolation": "bicubic",

@@ -2,10 +2,10 @@ import keras
 import numpy as np
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
 
 
 class GMLPImageConverterTest(TestCase):

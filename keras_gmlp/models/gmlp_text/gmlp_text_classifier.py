@@ -2,14 +2,16 @@ import keras
 from keras_hub.src.models.text_classifier import TextClassifier
 
 from keras_gmlp.models.config import task_optimizer
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
-from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
+    task_from_paper_preset,
+)
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_task import GMLPTextTask
-from keras_gmlp.models.last_token_pooling import LastTokenPooling
+from keras_gmlp.models.gmlp_text.gmlp_text_task import GMLPTextTask
+from keras_gmlp.models.gmlp_text.last_token_pooling import LastTokenPooling
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
-from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm_preprocessor import (
     GMLPMaskedLMPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 from tests.backends import next_backend
 from tests.models.text_corpus import CORPUS
 from tests.models.text_corpus import TINY_TEXT

@@ -49,7 +49,7 @@ def interpolation_matrix(source_size, target_size, interpolation="bicubic"):
 
     Example:
 
-    >>> from keras_gmlp.models.resample import interpolation_matrix
+    >>> from keras_gmlp.models.gmlp_image.resample import interpolation_matrix
     >>> bool((interpolation_matrix(4, 4) == np.eye(4)).all())
     True
     """
@@ -90,7 +90,9 @@ def resample_spatial_weights(
 
     Example:
 
-    >>> from keras_gmlp.models.resample import resample_spatial_weights
+    >>> from keras_gmlp.models.gmlp_image.resample import (
+    ...     resample_spatial_weights,
+    ... )
     >>> kernel, bias = resample_spatial_weights(
     ...     np.eye(4), np.ones(4), (2, 2), (3, 3))
     >>> kernel.shape, bias.shape
@@ -150,15 +152,19 @@ def resize_image_model(model, image_size, interpolation="bicubic"):
 
     Example:
 
-    >>> from keras_gmlp.models.resample import resize_image_model
+    >>> from keras_gmlp.models.gmlp_image.resample import resize_image_model
     >>> backbone = keras_gmlp.models.GMLPImageBackbone(
     ...     image_size=8, patch_size=4, num_layers=1, hidden_dim=4,
     ...     ffn_dim=8)
     >>> resize_image_model(backbone, 12).output_shape
     (None, 9, 4)
     """
-    from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-    from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
+    from keras_gmlp.models.gmlp_image.gmlp_image_backbone import (
+        GMLPImageBackbone,
+    )
+    from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
+        GMLPImageClassifier,
+    )
 
     if isinstance(model, GMLPImageClassifier):
         backbone = resize_image_model(model.backbone, image_size, interpolation)

@@ -1,6 +1,8 @@
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
+    GMLPImageClassifier,
+)
 
 IMAGE_DEFAULTS = {
     "num_classes": 1000,

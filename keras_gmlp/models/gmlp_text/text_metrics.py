@@ -38,7 +38,7 @@ def token_cross_entropy(y_true, y_pred, from_logits=True):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import token_cross_entropy
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import token_cross_entropy
     >>> losses = token_cross_entropy([[1, 0]], [[[0.0, 0.0], [0.0, 0.0]]])
     >>> [round(float(x), 4) for x in losses[0]]  # log 2
     [0.6931, 0.6931]
@@ -192,7 +192,7 @@ def token_accuracy(y_true, y_pred):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import token_accuracy
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import token_accuracy
     >>> scores = [[[0.1, 0.7, 0.2], [0.5, 0.5, 0.0]]]
     >>> keras.ops.convert_to_numpy(token_accuracy([[1, 1]], scores)).tolist()
     [[1.0, 0.0]]
@@ -237,7 +237,7 @@ class TokenAccuracy(keras.metrics.MeanMetricWrapper):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import TokenAccuracy
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
     >>> metric = TokenAccuracy()
     >>> metric.update_state([[1, 1]], [[[0.1, 0.7, 0.2], [0.9, 0.1, 0.0]]])
     >>> float(metric.result())
@@ -272,7 +272,7 @@ class LanguageModelLoss(keras.losses.Loss):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import LanguageModelLoss
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
     >>> labels = np.array([[1, 0]])
     >>> logits = np.array([[[0.0, 0.0], [0.0, 5.0]]])
     >>> weights = np.array([[1.0, 0.0]])  # the second position is filler
@@ -310,7 +310,7 @@ class Perplexity(keras.metrics.Metric):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import Perplexity
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import Perplexity
     >>> metric = Perplexity()
     >>> metric.update_state([[1]], [[[0.0, 0.0]]], sample_weight=[[1.0]])
     >>> float(metric.result())  # uniform over 2 tokens
@@ -380,7 +380,7 @@ def binary_f1(labels, predictions):
 
     Example:
 
-    >>> from keras_gmlp.models.text_metrics import binary_f1
+    >>> from keras_gmlp.models.gmlp_text.text_metrics import binary_f1
     >>> binary_f1([1, 1, 0, 0], [1, 0, 1, 0])
     0.5
     """

@@ -3,16 +3,16 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from keras_gmlp.models.text_metrics import LanguageModelLoss
-from keras_gmlp.models.text_metrics import Perplexity
-from keras_gmlp.models.text_metrics import TokenAccuracy
-from keras_gmlp.models.text_metrics import binary_f1
-from keras_gmlp.models.text_metrics import jax_cross_entropy
-from keras_gmlp.models.text_metrics import language_model_loss
-from keras_gmlp.models.text_metrics import language_model_metrics
-from keras_gmlp.models.text_metrics import tensorflow_cross_entropy
-from keras_gmlp.models.text_metrics import token_accuracy
-from keras_gmlp.models.text_metrics import token_cross_entropy
+from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
+from keras_gmlp.models.gmlp_text.text_metrics import Perplexity
+from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
+from keras_gmlp.models.gmlp_text.text_metrics import binary_f1
+from keras_gmlp.models.gmlp_text.text_metrics import jax_cross_entropy
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_metrics
+from keras_gmlp.models.gmlp_text.text_metrics import tensorflow_cross_entropy
+from keras_gmlp.models.gmlp_text.text_metrics import token_accuracy
+from keras_gmlp.models.gmlp_text.text_metrics import token_cross_entropy
 
 
 def numpy_token_cross_entropy(labels, logits):

@@ -3,15 +3,17 @@ from keras import ops
 from keras_hub.src.models.masked_lm import MaskedLM
 
 from keras_gmlp.models.config import task_optimizer
-from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm_preprocessor import (
     GMLPMaskedLMPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text_backbone import task_from_paper_preset
-from keras_gmlp.models.gmlp_text_task import GMLPTextTask
-from keras_gmlp.models.text_metrics import LanguageModelLoss
-from keras_gmlp.models.text_metrics import TokenAccuracy
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
+    task_from_paper_preset,
+)
+from keras_gmlp.models.gmlp_text.gmlp_text_task import GMLPTextTask
+from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
+from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -124,7 +126,7 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
                 strided copies of the logits.
             weighted_metrics: `"auto"` (keras-hub's
                 `SparseCategoricalAccuracy`, weighted by the mask weights,
-                as `keras_gmlp.models.text_metrics.TokenAccuracy`: the
+                as `keras_gmlp.models.gmlp_text.text_metrics.TokenAccuracy`: the
                 same values and name, without an `argmax` under JAX) or a
                 list of metrics.
             **kwargs: arguments of `keras.Model.compile`.

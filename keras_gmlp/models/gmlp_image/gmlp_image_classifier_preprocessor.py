@@ -1,8 +1,8 @@
 import keras
 from keras_hub.models import ImageClassifierPreprocessor
 
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")

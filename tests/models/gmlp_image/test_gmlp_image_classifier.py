@@ -9,13 +9,15 @@ import pytest
 import tensorflow as tf
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
-from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
+    GMLPImageClassifier,
+)
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
-from keras_gmlp.models.image_classifier import image_classifier
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.image_classifier import image_classifier
 from tests.backends import loading_backends
 
 TINY = dict(image_size=8, patch_size=4, num_layers=2, hidden_dim=8, ffn_dim=16)
@@ -26,7 +28,7 @@ import sys
 import keras
 import keras_hub
 import numpy as np
-import keras_gmlp.models.gmlp_image_classifier  # registers the classes
+import keras_gmlp.models  # registers the classes
 folder, images, out = sys.argv[1:]
 task = keras_hub.models.ImageClassifier.from_preset(folder)
 assert type(task).__name__ == "GMLPImageClassifier", type(task)

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 from keras_hub.src.tests.test_case import TestCase
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 from tests.models.text_corpus import CORPUS
 from tests.models.text_corpus import TINY_TEXT
 

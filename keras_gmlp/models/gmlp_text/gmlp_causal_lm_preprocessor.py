@@ -1,8 +1,8 @@
 import keras
 from keras_hub.src.models.causal_lm_preprocessor import CausalLMPreprocessor
 
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
