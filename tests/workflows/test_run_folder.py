@@ -5,16 +5,21 @@ CSV text job) for one to three epochs of two steps. The module's finished
 runs are trained once and copied into each test's folder.
 """
 
+import dataclasses
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 
 import keras
 import pytest
 
+from keras_gmlp.training.run_config import ImageClassificationConfig
+from keras_gmlp.training.run_config import PretrainingConfig
 from keras_gmlp.workflows import image_classification
+from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import text_classification
 from tests.data.corpus_helpers import write_task
 
@@ -109,8 +114,6 @@ def dead_pid():
 
 
 def write_lock(folder, pid, host=None):
-    import socket
-
     record = {
         "pid": pid,
         "host": host or socket.gethostname(),
@@ -394,3 +397,114 @@ def test_evaluate_passes_over_a_truncated_model_file(finished, capsys):
         f"Loading {finished / 'best.keras'}: model.keras cannot be read"
         in capsys.readouterr().out
     )
+
+
+# The folder's helpers, without training.
+
+
+def record_run(folder, epochs=2, finished_epochs=None, **fields):
+    config = ImageClassificationConfig(epochs=epochs, **fields)
+    run_folder.write_run_config(str(folder), "image_classification", config)
+    if finished_epochs is not None:
+        (folder / "results.json").write_text(
+            json.dumps({"epochs": finished_epochs})
+        )
+
+
+def test_differing_fields_count_what_changes_the_model_or_data():
+    recorded = {
+        "epochs": 4,
+        "num_layers": 4,
+        "hidden_dim": 64,
+        "verbose": 1,
+        "output_dir": "runs/a",
+        "tensorboard": True,
+        "removed_field": 1,
+    }
+    config = {
+        "epochs": 6,
+        "num_layers": 2,
+        "hidden_dim": 64,
+        "verbose": 0,
+        "output_dir": "runs/b",
+        "tensorboard": False,
+        "added_field": 2,
+    }
+    assert run_folder.differing_fields(recorded, config) == [
+        ("num_layers", 4, 2)
+    ]
+    config["epochs"] = 3
+    assert run_folder.differing_fields(recorded, config)[0] == ("epochs", 4, 3)
+    # Tuples are recorded as JSON lists.
+    assert run_folder.differing_fields({"size": [1, 2]}, {"size": (1, 2)}) == []
+
+
+def test_run_state_of_a_folder(tmp_path):
+    folder = tmp_path / "run"
+    config = ImageClassificationConfig(epochs=2, output_dir=str(folder))
+    job = "image_classification"
+    assert run_folder.run_state(str(folder), job, config) == run_folder.NEW
+    record_run(folder)
+    assert run_folder.run_state(str(folder), job, config) == run_folder.RESUME
+    record_run(folder, finished_epochs=2)
+    assert run_folder.run_state(str(folder), job, config) == run_folder.COMPLETE
+    more = dataclasses.replace(config, epochs=3)
+    assert run_folder.run_state(str(folder), job, more) == run_folder.RESUME
+    with pytest.raises(
+        run_folder.RunFolderError, match="holds a image_classification run"
+    ):
+        run_folder.run_state(
+            str(folder), "pretraining", PretrainingConfig(epochs=2)
+        )
+
+
+def test_lock_holds_its_holder_and_refuses_a_second_writer(tmp_path):
+    lock = run_folder.RunLock(str(tmp_path))
+    with lock:
+        holder = json.loads((tmp_path / "run.lock").read_text())
+        assert holder["pid"] == os.getpid()
+        assert holder["host"] == socket.gethostname()
+        assert holder["started"].endswith("Z")
+        with pytest.raises(run_folder.RunFolderError, match="is being written"):
+            run_folder.RunLock(str(tmp_path)).acquire()
+    assert not (tmp_path / "run.lock").exists()
+
+
+def test_lock_is_released_on_exceptions(tmp_path):
+    with pytest.raises(KeyError):
+        with run_folder.RunLock(str(tmp_path)):
+            raise KeyError("a failing run")
+    assert not (tmp_path / "run.lock").exists()
+
+
+def test_lock_of_a_dead_process_is_taken_over(tmp_path, capsys):
+    gone = dead_pid()
+    write_lock(tmp_path, gone)
+    with run_folder.RunLock(str(tmp_path)):
+        assert json.loads((tmp_path / "run.lock").read_text())["pid"] == (
+            os.getpid()
+        )
+    assert f"its holder, PID {gone} on " in capsys.readouterr().out
+
+
+def test_lock_of_another_host_is_not_taken_over(tmp_path):
+    write_lock(tmp_path, dead_pid(), host="another-host")
+    with pytest.raises(run_folder.RunFolderError) as error:
+        run_folder.RunLock(str(tmp_path)).acquire()
+    assert "on another-host" in str(error.value)
+    assert f"remove {tmp_path / 'run.lock'}" in str(error.value)
+
+
+def test_move_aside_keeps_every_earlier_run(tmp_path):
+    first = tmp_path / "run"
+    first.mkdir()
+    (first / "a.txt").write_text("first")
+    moved = run_folder.move_aside(str(first))
+    first.mkdir()
+    (first / "a.txt").write_text("second")
+    moved_again = run_folder.move_aside(str(first))
+    assert moved != moved_again
+    assert os.path.basename(moved).startswith("run.replaced-")
+    assert open(os.path.join(moved, "a.txt")).read() == "first"
+    assert open(os.path.join(moved_again, "a.txt")).read() == "second"
+    assert not first.exists()
