@@ -302,7 +302,7 @@ class RunLock:
 
     Example:
 
-    >>> import tempfile
+    >>> import os, tempfile
     >>> from keras_gmlp.workflows.run_folder import RunLock
     >>> folder = tempfile.mkdtemp()
     >>> with RunLock(folder) as lock:
