@@ -447,7 +447,8 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict. A folder holding this run finished returns its
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its
         results untrained; one holding another run is refused
         (`training_job.run_in_folder`).
     """
@@ -478,7 +479,7 @@ def train(config, distribution, callbacks=None):
         callbacks: list of `keras.callbacks.Callback` or `None`.
 
     Returns:
-        The results dict.
+        The results dict (`None` on a worker that is not the chief).
     """
     from keras_gmlp.data.vocabulary import make_tokenizer
 
@@ -540,6 +541,8 @@ def train(config, distribution, callbacks=None):
             compile=False,
         )
         files.save_to_preset(saved, os.path.join(config.output_dir, PRESET_DIR))
+    if not distribution.is_chief:
+        return None
     accuracy = "val_masked_accuracy"
     if config.objective == "causal":
         accuracy = "val_next_token_accuracy"

@@ -217,7 +217,8 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict. A folder holding this run finished returns its
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its
         results untrained; one holding another run is refused
         (`training_job.run_in_folder`).
     """
@@ -250,7 +251,7 @@ def train_classifier(config, distribution, callbacks=None):
         callbacks: list of `keras.callbacks.Callback` or `None`.
 
     Returns:
-        The results dict.
+        The results dict (`None` on a worker that is not the chief).
     """
     from keras_gmlp.data.labelled_text import load_labelled_text
     from keras_gmlp.data.labelled_text import text_batches
@@ -272,10 +273,13 @@ def train_classifier(config, distribution, callbacks=None):
             "expected at least two classes."
         )
     tokenizer, config = prepare_tokenizer(config, train)
-    files.write_json(os.path.join(config.output_dir, LABELS_FILE), label_names)
-    run_folder.write_run_config(
-        config.output_dir, JOB, config, labels=label_names
-    )
+    if distribution.is_chief:
+        files.write_json(
+            os.path.join(config.output_dir, LABELS_FILE), label_names
+        )
+        run_folder.write_run_config(
+            config.output_dir, JOB, config, labels=label_names
+        )
     batch_size = config.global_batch_size(distribution.num_replicas)
     steps_per_epoch = config.steps_per_epoch or -(-len(train) // batch_size)
     total_steps = config.epochs * steps_per_epoch
@@ -328,8 +332,9 @@ def train_classifier(config, distribution, callbacks=None):
         model, validation_data, validation.labels, len(label_names)
     )
     metrics["val_loss"] = history["val_loss"][-1]
-    if distribution.is_chief:
-        files.save_to_preset(model, os.path.join(config.output_dir, PRESET_DIR))
+    if not distribution.is_chief:
+        return None
+    files.save_to_preset(model, os.path.join(config.output_dir, PRESET_DIR))
     results = write_results(
         config.output_dir,
         config,
