@@ -291,7 +291,9 @@ class RunLock:
     `acquire()` creates `output_dir/run.lock` holding this process's PID,
     host and start time as JSON, or refuses when another live process
     holds it. A lock left by a dead process of this host (a run killed
-    with `kill -9`) is taken over, with a printed line saying so. The
+    with `kill -9`) is taken over, with a printed line saying so; one of
+    another host is not (the refusal says to remove it if its process is
+    gone, as after a restart that reused its PID). The
     file is created whole (a complete temporary file hard-linked to the
     lock's name), so a reader never sees half a lock. `release()` removes
     it. As a context manager it holds the lock (taking it unless held
@@ -399,17 +401,14 @@ def _held_message(path, holder):
     if not isinstance(holder, dict):
         return (
             f"{path} is held by another process: wait for its run to end, "
-            "or pass another --output-dir."
+            f"or pass another --output-dir; if it is gone, remove {path}."
         )
     where = f"PID {holder.get('pid')} on {holder.get('host')}"
-    message = (
+    return (
         f"{os.path.dirname(path)} is being written by {where} since "
-        f"{holder.get('started')} ({path}): wait for that run to end, or "
-        "pass another --output-dir"
+        f"{holder.get('started')}: wait for that run to end, or pass "
+        f"another --output-dir; if that process is gone, remove {path}."
     )
-    if holder.get("host") != socket.gethostname():
-        message += f"; if that process is gone, remove {path}"
-    return message + "."
 
 
 def claim(output_dir, job, config, overwrite=False):

@@ -107,9 +107,12 @@ def run_in_folder(job, config, distribution, train):
     with lock:
         if state == run_folder.COMPLETE:
             path = os.path.join(output_dir, run_folder.RESULTS_FILE)
+            epochs = (
+                "1 epoch" if config.epochs == 1 else f"{config.epochs} epochs"
+            )
             print(
-                f"{output_dir} holds this run, complete after "
-                f"{config.epochs} epochs: its results are in {path} "
+                f"{output_dir} holds this run, complete after {epochs}: "
+                f"its results are in {path} "
                 "(more --epochs continue it; --overwrite trains it again).",
                 flush=True,
             )

@@ -21,6 +21,7 @@ from keras_gmlp.training.run_config import PretrainingConfig
 from keras_gmlp.workflows import image_classification
 from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import text_classification
+from keras_gmlp.workflows import training_job
 from tests.data.corpus_helpers import write_task
 
 TINY = [
@@ -508,3 +509,51 @@ def test_move_aside_keeps_every_earlier_run(tmp_path):
     assert open(os.path.join(moved, "a.txt")).read() == "first"
     assert open(os.path.join(moved_again, "a.txt")).read() == "second"
     assert not first.exists()
+
+
+class Distribution:
+    def __init__(self, is_chief=True):
+        self.is_chief = is_chief
+
+
+def test_run_in_folder_trains_once_and_holds_the_lock_meanwhile(
+    tmp_path, capsys
+):
+    folder = tmp_path / "run"
+    config = ImageClassificationConfig(epochs=2, output_dir=str(folder))
+    job = "image_classification"
+
+    def train():
+        assert json.loads((folder / "run.lock").read_text())["pid"] == (
+            os.getpid()
+        )
+        record_run(folder, finished_epochs=2)
+        return "trained"
+
+    chief = Distribution()
+    assert training_job.run_in_folder(job, config, chief, train) == "trained"
+    assert not (folder / "run.lock").exists()
+    assert training_job.run_in_folder(job, config, chief, train) == {
+        "epochs": 2
+    }
+    assert "complete after 2 epochs" in capsys.readouterr().out
+    # Another worker neither locks nor trains a complete run.
+    worker = Distribution(is_chief=False)
+    write_lock(folder, os.getppid())
+    assert training_job.run_in_folder(job, config, worker, train) is None
+    more = dataclasses.replace(config, epochs=3)
+    assert training_job.run_in_folder(job, more, worker, lambda: 1) == 1
+
+
+def test_run_in_folder_releases_the_lock_when_training_fails(tmp_path):
+    folder = tmp_path / "run"
+    config = ImageClassificationConfig(epochs=2, output_dir=str(folder))
+
+    def train():
+        raise Interrupt()
+
+    with pytest.raises(Interrupt):
+        training_job.run_in_folder(
+            "image_classification", config, Distribution(), train
+        )
+    assert not (folder / "run.lock").exists()
