@@ -19,6 +19,7 @@ import os
 import socket
 
 from keras_gmlp.training import files
+from keras_gmlp.training.callbacks import BACKUP_DIR
 from keras_gmlp.training.files import RunFolderError
 
 RUN_CONFIG_FILE = "run_config.json"
@@ -417,8 +418,8 @@ def claim(output_dir, job, config, overwrite=False):
     The lock is taken first, so that no other process writes the folder;
     then the folder's run is checked (`run_state`). With `overwrite`, a
     folder that holds a run has it moved aside (`move_aside`, printed)
-    and the new run starts in a fresh folder. Files that interrupted
-    writes left are removed.
+    and the new run starts in a fresh folder. Temporary files that
+    interrupted writes left (in the folder and its `backup/`) are removed.
 
     Args:
         output_dir: str. The run's folder.
@@ -450,7 +451,8 @@ def claim(output_dir, job, config, overwrite=False):
                 lock = RunLock(output_dir).acquire()
         else:
             state = run_state(output_dir, job, config)
-        files.remove_temporaries(output_dir)
+        for folder in (output_dir, os.path.join(output_dir, BACKUP_DIR)):
+            files.remove_temporaries(folder)
     except BaseException:
         lock.release()
         raise
