@@ -370,10 +370,22 @@ class RunLock:
         self.held = False
 
     def _link(self, temporary):
+        """Creates the lock file from `temporary`; `False` if it exists."""
         try:
             os.link(temporary, self.path)
         except FileExistsError:
             return False
+        except OSError:
+            # A file system without hard links: create it exclusively.
+            flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY
+            try:
+                descriptor = os.open(self.path, flags)
+            except FileExistsError:
+                return False
+            with open(temporary) as source:
+                content = source.read()
+            with os.fdopen(descriptor, "w") as file:
+                file.write(content)
         return True
 
     def __enter__(self):

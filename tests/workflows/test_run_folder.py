@@ -557,3 +557,16 @@ def test_run_in_folder_releases_the_lock_when_training_fails(tmp_path):
             "image_classification", config, Distribution(), train
         )
     assert not (folder / "run.lock").exists()
+
+
+def test_lock_without_hard_links_is_still_exclusive(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError("hard links are not supported")
+
+    monkeypatch.setattr(os, "link", no_links)
+    with run_folder.RunLock(str(tmp_path)):
+        holder = json.loads((tmp_path / "run.lock").read_text())
+        assert holder["pid"] == os.getpid()
+        with pytest.raises(run_folder.RunFolderError, match="being written"):
+            run_folder.RunLock(str(tmp_path)).acquire()
+    assert os.listdir(tmp_path) == []
