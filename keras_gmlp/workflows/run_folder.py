@@ -248,9 +248,9 @@ def run_state(output_dir, job, config):
         ) from error
     if record["job"] != job:
         raise RunFolderError(
-            f"{output_dir} holds a {record['job']} run; this one is "
-            f"{job}: pass --overwrite to move that run aside, or a new "
-            "--output-dir."
+            f"{output_dir} holds a run of job={record['job']}; this one "
+            f"has job={job}: pass --overwrite to move that run aside, or a "
+            "new --output-dir."
         )
     differing = differing_fields(record["config"], config.to_dict())
     if differing:

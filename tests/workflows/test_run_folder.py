@@ -452,7 +452,9 @@ def test_run_state_of_a_folder(tmp_path):
     more = dataclasses.replace(config, epochs=3)
     assert run_folder.run_state(str(folder), job, more) == run_folder.RESUME
     with pytest.raises(
-        run_folder.RunFolderError, match="holds a image_classification run"
+        run_folder.RunFolderError,
+        match="holds a run of job=image_classification; this one has "
+        "job=pretraining",
     ):
         run_folder.run_state(
             str(folder), "pretraining", PretrainingConfig(epochs=2)
