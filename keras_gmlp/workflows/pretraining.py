@@ -32,6 +32,7 @@ from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
 from keras_gmlp.models.gmlp_text.text_metrics import language_model_metrics
 from keras_gmlp.optimizers.schedules import warmup_linear
 from keras_gmlp.training import arguments
+from keras_gmlp.training import files
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
@@ -446,10 +447,12 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict.
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its
+        results untrained; one holding another run is refused
+        (`training_job.run_in_folder`).
     """
     from keras_gmlp.baselines import default_learning_rate
-    from keras_gmlp.data.vocabulary import make_tokenizer
 
     distribution = training_job.start(config)
     if config.learning_rate is None:
@@ -459,6 +462,27 @@ def run(config, callbacks=None):
                 config.objective, config.architecture
             ),
         )
+    return training_job.run_in_folder(
+        JOB,
+        config,
+        distribution,
+        lambda: train(config, distribution, callbacks),
+    )
+
+
+def train(config, distribution, callbacks=None):
+    """Pretrains the model of a config in its claimed folder.
+
+    Args:
+        config: `PretrainingConfig`, its learning rate set.
+        distribution: `keras_gmlp.training.Distribution`.
+        callbacks: list of `keras.callbacks.Callback` or `None`.
+
+    Returns:
+        The results dict (`None` on a worker that is not the chief).
+    """
+    from keras_gmlp.data.vocabulary import make_tokenizer
+
     corpus = make_corpus(config)
     vocabulary = prepare_vocabulary(config, corpus)
     tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
@@ -516,7 +540,9 @@ def run(config, callbacks=None):
             name=model.name,
             compile=False,
         )
-        saved.save_to_preset(os.path.join(config.output_dir, PRESET_DIR))
+        files.save_to_preset(saved, os.path.join(config.output_dir, PRESET_DIR))
+    if not distribution.is_chief:
+        return None
     accuracy = "val_masked_accuracy"
     if config.objective == "causal":
         accuracy = "val_next_token_accuracy"
@@ -587,7 +613,9 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
     Args:
         run_dir: str. The run's `output_dir`.
         checkpoint: str. The (compiled) checkpoint scored. Defaults to
-            `"last.keras"`, the model of the last epoch.
+            `"last.keras"`, the model of the last epoch. When it exists
+            but cannot be read (truncated by a crash), the run's other
+            checkpoint is scored, with a printed line.
         unigram: bool. Whether to add the unigram baseline of the same
             targets (`"unigram_perplexity"`). Defaults to `False`.
 
@@ -605,10 +633,17 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
         with open(os.path.join(run_dir, run_folder.RESULTS_FILE)) as file:
             batch_size = json.load(file).get("global_batch_size", batch_size)
     validation = heldout_batches(config, corpus, tokenizer, batch_size)
-    path = run_folder.find_file(run_dir, (checkpoint,))
+    names = [checkpoint]
+    if os.path.exists(os.path.join(run_dir, checkpoint)):
+        # A truncated checkpoint is passed over for the run's other one.
+        names += [
+            name
+            for name in (LAST_CHECKPOINT, BEST_CHECKPOINT)
+            if name != checkpoint
+        ]
     # Compiled here: the text tasks' checkpoints do not restore their own
     # compile settings (losses and metrics) when loaded.
-    model = keras.saving.load_model(path, compile=False)
+    model = run_folder.load_checkpoint(run_dir, names)
     model.compile(
         loss=language_model_loss(),
         weighted_metrics=language_model_metrics(
@@ -641,8 +676,7 @@ def load_task(run_dir, config):
     names = (BEST_CHECKPOINT, LAST_CHECKPOINT)
     if config.objective == "causal":
         names = (CAUSAL_LM_FILE,) + names
-    path = run_folder.find_file(run_dir, names)
-    return keras.saving.load_model(path, compile=False), False
+    return run_folder.load_checkpoint(run_dir, names), False
 
 
 def fill_in_the_blank(run_dir, sentence, top_k=5):
