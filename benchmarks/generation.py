@@ -35,7 +35,7 @@ import numpy as np
 from keras import ops
 
 from benchmarks import common
-from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm import GMLPCausalLM
 
 BASELINE = "recompute"
 

@@ -195,6 +195,8 @@ def run_flags(job_flags, architecture, learning_rate, seed, steps, output_dir):
     flags = [*job_flags, "--architecture", architecture, "--seed", str(seed)]
     flags += ["--epochs", "1", "--steps-per-epoch", str(steps)]
     flags += ["--output-dir", output_dir, "--verbose", "0", "--no-tensorboard"]
+    # A sweep run again measures again: an earlier run is moved aside.
+    flags += ["--overwrite"]
     if learning_rate is not None:
         flags += ["--learning-rate", repr(learning_rate)]
     if "--dataset" in job_flags:  # image runs: no SavedModel, no plots

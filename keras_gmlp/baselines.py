@@ -37,7 +37,7 @@ import math
 
 import keras
 
-from keras_gmlp.models.bert_inputs import BertInputs
+from keras_gmlp.models.gmlp_text.bert_inputs import BertInputs
 
 
 def bert_masked_lm(

@@ -62,6 +62,7 @@ from keras_gmlp.generation import model_sequence_length
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
 from keras_gmlp.layers.xla_functions import portable_ops
+from keras_gmlp.training import files
 
 
 def serving_model(
@@ -314,7 +315,9 @@ class _ImagePreprocessing(keras.layers.Layer):
         self.config = config
 
     def call(self, images):
-        from keras_gmlp.models.gmlp_image_converter import transform_images
+        from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+            transform_images,
+        )
 
         return transform_images(images, self.config)
 
@@ -585,7 +588,8 @@ def export(
             path of a `.keras` file or of a preset folder (keras-hub's, or
             timm's `config.json` and `model.safetensors`).
         path: str. Where to write: a SavedModel folder, or a file (`.onnx`
-            or `.tflite` is appended when missing).
+            or `.tflite` is appended when missing). It is written under a
+            temporary name beside it and renamed when complete.
         format: str. `"saved_model"` (`tf.saved_model.load`, signature
             `serve`), `"onnx"` (onnxruntime) or `"litert"` (the LiteRT
             interpreter). Defaults to `"saved_model"`.
@@ -641,7 +645,11 @@ def export(
             )
         else:
             serving(probe_inputs(serving))  # ONNX needs a called model.
-        _write(serving, path, format)
+        # Written under a temporary name, renamed when complete.
+        write = (
+            files.write_folder if format == "saved_model" else files.write_file
+        )
+        write(path, lambda temporary: _write(serving, temporary, format))
     return path
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp import baselines
-from keras_gmlp.models.text_metrics import language_model_loss
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
 from keras_gmlp.workflows import image_classification
 from keras_gmlp.workflows import pretraining
 

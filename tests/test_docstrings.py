@@ -70,10 +70,10 @@ EXAMPLES = examples()
 def test_the_examples_are_found():
     names = {test.name for test in EXAMPLES}
     for expected in (
-        "keras_gmlp.models.masked_lm.masked_lm",
-        "keras_gmlp.models.causal_lm.causal_lm",
-        "keras_gmlp.models.text_classifier.text_classifier",
-        "keras_gmlp.models.image_classifier.image_classifier",
+        "keras_gmlp.models.gmlp_text.masked_lm.masked_lm",
+        "keras_gmlp.models.gmlp_text.causal_lm.causal_lm",
+        "keras_gmlp.models.gmlp_text.text_classifier.text_classifier",
+        "keras_gmlp.models.gmlp_image.image_classifier.image_classifier",
         "keras_gmlp.generation.generate",
         "keras_gmlp.optimizers.adamw",
         "keras_gmlp.layers.gmlp_block.GMLPBlock",

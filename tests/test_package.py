@@ -84,7 +84,7 @@ def test_a_saved_task_needs_the_models_imported(tmp_path):
     )
     assert result.returncode != 0
     assert "GMLPMaskedLM" in result.stderr
-    assert "keras_gmlp.models.gmlp_masked_lm" in result.stderr
+    assert "keras_gmlp.models.gmlp_text.gmlp_masked_lm" in result.stderr
     code = "import keras, keras_gmlp.models\n" + load + "print('loaded')\n"
     assert run_fresh(code).split() == ["loaded"]
 

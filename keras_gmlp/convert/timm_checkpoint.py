@@ -26,15 +26,17 @@ import numpy as np
 
 from keras_gmlp.convert.timm import timm_weight_map
 from keras_gmlp.layers.patch_embedding import pair as _checked_pair
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
-from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
+    GMLPImageClassifier,
+)
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
-from keras_gmlp.models.resample import resample_spatial_weights
-from keras_gmlp.models.timm_preprocessing import DEFAULT_DATA_CONFIG
-from keras_gmlp.models.timm_preprocessing import pair as _pair
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.resample import resample_spatial_weights
+from keras_gmlp.models.gmlp_image.timm_preprocessing import DEFAULT_DATA_CONFIG
+from keras_gmlp.models.gmlp_image.timm_preprocessing import pair as _pair
 
 CONFIG_FILE = "config.json"
 SAFETENSORS_FILE = "model.safetensors"
@@ -452,7 +454,7 @@ def from_timm(path, image_size=None, load_weights=True, **kwargs):
         path: str or path. The checkpoint.
         image_size: int or `(height, width)`. Builds the model at
             another image size, the dense spatial weights resampled
-            over the token grid (see `keras_gmlp.models.resample.
+            over the token grid (see `keras_gmlp.models.gmlp_image.resample.
             resample_spatial_weights`). Defaults to `None`, the
             checkpoint's.
         load_weights: bool. Whether to set the checkpoint's weights.

@@ -156,7 +156,7 @@ def masked_lm_preprocessor(
         max_predictions: int or `None`. Masked positions per sequence;
             defaults to `default_max_predictions`.
     """
-    from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+    from keras_gmlp.models.gmlp_text.gmlp_masked_lm_preprocessor import (
         GMLPMaskedLMPreprocessor,
     )
 

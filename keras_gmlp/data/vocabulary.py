@@ -7,15 +7,13 @@ pipelines, and `save_vocabulary` / `load_vocabulary` keep a vocabulary
 with a run as a text file, checked when it is read back.
 """
 
-import os
-
-from keras_gmlp.models.gmlp_tokenizer import CLS
-from keras_gmlp.models.gmlp_tokenizer import MASK
-from keras_gmlp.models.gmlp_tokenizer import PAD
-from keras_gmlp.models.gmlp_tokenizer import SEP
-from keras_gmlp.models.gmlp_tokenizer import SPECIAL_TOKENS
-from keras_gmlp.models.gmlp_tokenizer import UNK
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import CLS
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import MASK
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import PAD
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import SEP
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import SPECIAL_TOKENS
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import UNK
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
 
 __all__ = [
     "CLS",
@@ -58,10 +56,13 @@ def train_vocabulary(
 
 def save_vocabulary(vocabulary, path):
     """Writes a vocabulary, one token per line, atomically."""
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as file:
-        file.writelines(f"{token}\n" for token in vocabulary)
-    os.replace(temporary, path)
+    from keras_gmlp.training import files
+
+    def write(temporary):
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.writelines(f"{token}\n" for token in vocabulary)
+
+    files.write_file(path, write)
 
 
 def load_vocabulary(path):

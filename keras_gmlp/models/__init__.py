@@ -9,34 +9,36 @@ included: a saved task, preset or checkpoint loads after
 `import keras_gmlp.models`.
 """
 
-from keras_gmlp.models.bert_inputs import BertInputs
-from keras_gmlp.models.causal_lm import causal_lm
-from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
-from keras_gmlp.models.gmlp_causal_lm_preprocessor import (
-    GMLPCausalLMPreprocessor,
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
+    GMLPImageClassifier,
 )
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image_classifier import GMLPImageClassifier
-from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
-from keras_gmlp.models.gmlp_masked_lm import GMLPMaskedLM
-from keras_gmlp.models.gmlp_masked_lm_preprocessor import (
+from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
+from keras_gmlp.models.gmlp_image.image_classifier import image_classifier
+from keras_gmlp.models.gmlp_text.bert_inputs import BertInputs
+from keras_gmlp.models.gmlp_text.causal_lm import causal_lm
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
+    GMLPCausalLMPreprocessor,
+)
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm import GMLPMaskedLM
+from keras_gmlp.models.gmlp_text.gmlp_masked_lm_preprocessor import (
     GMLPMaskedLMPreprocessor,
 )
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text_classifier import GMLPTextClassifier
-from keras_gmlp.models.gmlp_text_classifier_preprocessor import (
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier import GMLPTextClassifier
+from keras_gmlp.models.gmlp_text.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_tokenizer import GMLPTokenizer
-from keras_gmlp.models.image_classifier import image_classifier
-from keras_gmlp.models.last_token_pooling import LastTokenPooling
-from keras_gmlp.models.masked_lm import masked_lm
-from keras_gmlp.models.masked_lm import text_encoder
+from keras_gmlp.models.gmlp_text.gmlp_tokenizer import GMLPTokenizer
+from keras_gmlp.models.gmlp_text.last_token_pooling import LastTokenPooling
+from keras_gmlp.models.gmlp_text.masked_lm import masked_lm
+from keras_gmlp.models.gmlp_text.masked_lm import text_encoder
+from keras_gmlp.models.gmlp_text.text_classifier import text_classifier
 from keras_gmlp.models.presets import PRESETS
-from keras_gmlp.models.text_classifier import text_classifier
 from keras_gmlp.optimizers import schedules as _schedules  # noqa: F401
 
 __all__ = [

@@ -54,7 +54,7 @@ def add_training_arguments(parser):
     `--learning-rate`, `--learning-rate-batch-size`, `--weight-decay`,
     `--clipnorm`, `--warmup` (a fraction of the run when < 1, else steps),
     `--seed`, `--mixed-precision`, `--jit-compile`, `--strategy`,
-    `--split-cpu`, `--output-dir`, `--steps-per-epoch`,
+    `--split-cpu`, `--output-dir`, `--overwrite`, `--steps-per-epoch`,
     `--tensorboard/--no-tensorboard`, `--verbose`, `--allow-skipped`.
 
     Args:
@@ -149,7 +149,14 @@ def add_training_arguments(parser):
     group.add_argument(
         "--output-dir",
         default="runs/latest",
-        help="The run's folder: checkpoints, logs, results and models.",
+        help="The run's folder. The same command again resumes the run "
+        "there, or reports it complete; another configuration is refused.",
+    )
+    group.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="Move a run already in --output-dir aside (to "
+        "<output-dir>.replaced-<time>) and start a new one.",
     )
     group.add_argument(
         "--tensorboard",

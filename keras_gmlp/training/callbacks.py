@@ -8,6 +8,7 @@ import warnings
 
 import keras
 
+from keras_gmlp.training import files
 from keras_gmlp.training.keras_patches import install_saving_skipset_cache
 
 BACKUP_DIR = "backup"
@@ -92,32 +93,12 @@ class PersistentHistory(keras.callbacks.Callback):
             record["train_seconds"] = seconds
         self.epochs = [e for e in self.epochs if e["epoch"] < epoch]
         self.epochs.append(record)
-        _write_json_atomically(self.path, self.epochs)
+        files.write_json(self.path, self.epochs, indent=1)
 
     @property
     def history(self):
         """The history as `{metric: [value per epoch]}`, like Keras'."""
         return records_to_history(self.epochs)
-
-
-def completed_epochs(output_dir, worker_index=0):
-    """Epochs a run in `output_dir` has completed and backed up.
-
-    A run started again resumes after these epochs (the epoch Keras'
-    `BackupAndRestore` restores): 0 for a new run.
-
-    Args:
-        output_dir: str. The run's folder.
-        worker_index: int. The worker whose backup is read.
-    """
-    state_dir = output_dir
-    if worker_index:
-        state_dir = os.path.join(output_dir, "workers", str(worker_index))
-    path = os.path.join(state_dir, BACKUP_DIR, "training_metadata.json")
-    if not os.path.exists(path):
-        return 0
-    with open(path) as file:
-        return int(json.load(file)["epoch"])
 
 
 def read_history_records(path):
@@ -153,6 +134,176 @@ class EpochEndHook(keras.callbacks.Callback):
         self.function(epoch, logs)
 
 
+class RunBackup(keras.callbacks.BackupAndRestore):
+    """Keras' `BackupAndRestore`, its files written atomically.
+
+    It keeps Keras' files in `backup_dir` (`latest.weights.h5` and
+    `training_metadata.json`, the previous epoch's copies with `.bkp`
+    appended) but writes each through a temporary file renamed into place
+    (`keras_gmlp.training.files`), so a run killed while backing up leaves
+    every file whole. The run is restored from `restore_from`, a
+    `RestorePoint` that `restore_point` chose among the backups and the
+    last checkpoint, instead of Keras' choice; the backup is deleted when
+    the run finishes.
+
+    Args:
+        backup_dir: str. The backup folder.
+        save_freq: `"epoch"` or int. Back up at every epoch end, or every
+            this many steps too. Defaults to `"epoch"`.
+        restore_from: `RestorePoint` or `None`. What the run starts from;
+            `None` for a new run. Defaults to `None`.
+    """
+
+    def __init__(self, backup_dir, save_freq="epoch", restore_from=None):
+        super().__init__(
+            backup_dir, save_freq=save_freq, double_checkpoint=True
+        )
+        self.restore_from = restore_from
+
+    def on_train_begin(self, logs=None):
+        point = self.restore_from
+        if point is None:
+            return
+        optimizer = self.model.optimizer
+        if optimizer is not None and not optimizer.built:
+            optimizer.build(self.model.trainable_variables)
+        if point.path.endswith((".keras", ".weights.h5")):
+            self.model.load_weights(point.path)
+        else:
+            # Keras reads weights only from a `.weights.h5` name.
+            copy = files.temporary_path(f"{point.path}.weights.h5")
+            try:
+                files.copy_file(point.path, copy)
+                self.model.load_weights(copy)
+            finally:
+                if os.path.exists(copy):
+                    os.remove(copy)
+        self.model._initial_epoch = point.epoch
+
+    def _save_model(self):
+        os.makedirs(self.backup_dir, exist_ok=True)
+        for path, previous in (
+            (self._weights_path, self._prev_weights_path),
+            (self._training_metadata_path, self._prev_training_metadata_path),
+        ):
+            if os.path.exists(path):
+                files.copy_file(path, previous)
+        files.save_weights(self.model, self._weights_path)
+        files.write_json(
+            self._training_metadata_path,
+            {"epoch": self._current_epoch, "batch": self._last_batch_seen},
+        )
+
+
+class AtomicModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """Keras' `ModelCheckpoint` of whole models, written atomically.
+
+    The model goes to a temporary `.keras` file beside `filepath`, renamed
+    over it when complete: a run killed while saving keeps the previous
+    checkpoint whole. Takes `ModelCheckpoint`'s arguments.
+    """
+
+    def _save_model(self, epoch, batch, logs):
+        path = self._get_file_path(epoch, batch, logs)
+        if self._should_save_model(epoch, batch, logs, path):
+            files.save_model(self.model, path)
+
+
+class RestorePoint:
+    """Where a run started again in its folder continues from.
+
+    Attributes:
+        path: str. A backup's weights file or a `.keras` checkpoint.
+        epoch: int. The epochs completed by the weights in `path`.
+        note: str. Which file was chosen, and why when it is a fallback.
+    """
+
+    def __init__(self, path, epoch, note):
+        self.path = path
+        self.epoch = epoch
+        self.note = note
+
+    def __repr__(self):
+        return f"RestorePoint({self.path!r}, epoch={self.epoch})"
+
+
+def restore_point(output_dir, worker_index=0):
+    """Finds the state a run started again in `output_dir` resumes from.
+
+    In order: the backup (`backup/latest.weights.h5` with its
+    `training_metadata.json`), the backup's previous copy (`.bkp`), then
+    `last.keras`, the model of the last completed epoch (as many epochs
+    as `history.json` holds; a finished run keeps no backup). A file that
+    cannot be read (truncated by a crash, say) is passed over, and the
+    note says so.
+
+    Args:
+        output_dir: str. The run's folder.
+        worker_index: int. The worker whose backup and history are read
+            (workers other than the chief keep theirs in
+            `output_dir/workers/<index>/`). Defaults to `0`.
+
+    Returns:
+        A `RestorePoint`, or `None` when the folder holds no completed
+        epoch (a new run).
+
+    Raises:
+        RunFolderError: when the folder holds completed epochs but none of
+            these files can be read.
+    """
+    state_dir = output_dir
+    if worker_index:
+        state_dir = os.path.join(output_dir, "workers", str(worker_index))
+    backup_dir = os.path.join(state_dir, BACKUP_DIR)
+    weights = os.path.join(backup_dir, "latest.weights.h5")
+    metadata = os.path.join(backup_dir, "training_metadata.json")
+    candidates = [
+        (weights, metadata),
+        (f"{weights}.bkp", f"{metadata}.bkp"),
+    ]
+    passed_over = []
+    for weights_path, metadata_path in candidates:
+        if not os.path.exists(weights_path):
+            continue
+        record = files.readable_json(metadata_path)
+        if isinstance(record, dict) and files.readable_weights(weights_path):
+            return RestorePoint(
+                weights_path,
+                int(record["epoch"]),
+                _restore_note(output_dir, weights_path, passed_over),
+            )
+        passed_over.append(weights_path)
+    records = files.readable_json(os.path.join(state_dir, HISTORY_FILE)) or []
+    last = os.path.join(output_dir, LAST_CHECKPOINT)
+    if records and files.readable_model_file(last):
+        return RestorePoint(
+            last, len(records), _restore_note(output_dir, last, passed_over)
+        )
+    if records or passed_over:
+        if os.path.exists(last):
+            passed_over.append(last)
+        unreadable = ", ".join(
+            os.path.relpath(path, output_dir) for path in passed_over
+        )
+        raise files.RunFolderError(
+            f"{output_dir} holds {len(records)} completed epochs but no "
+            f"readable backup or {LAST_CHECKPOINT} to resume them from "
+            f"(unreadable: {unreadable or 'none'}): pass --overwrite to "
+            "move it aside and train again, or a new --output-dir."
+        )
+    return None
+
+
+def _restore_note(output_dir, path, passed_over):
+    note = os.path.relpath(path, output_dir)
+    if passed_over:
+        unreadable = ", ".join(
+            os.path.relpath(p, output_dir) for p in passed_over
+        )
+        note += f" ({unreadable} cannot be read)"
+    return note
+
+
 def training_callbacks(
     output_dir,
     monitor="val_accuracy",
@@ -161,15 +312,20 @@ def training_callbacks(
     is_chief=True,
     backup_every_steps=None,
     worker_index=0,
+    restore_from=None,
 ):
     """The standard callbacks of a recipe, all writing under `output_dir`.
 
-    - `keras.callbacks.BackupAndRestore` in `output_dir/backup`: a killed
-      run started again with the same command resumes from its last
-      completed epoch (or step, with `backup_every_steps`). The backup is
-      deleted when the run finishes.
+    - `RunBackup` (Keras' `BackupAndRestore`) in `output_dir/backup`: a
+      killed run started again with the same command resumes from its
+      last completed epoch (or step, with `backup_every_steps`), from the
+      `RestorePoint` that `restore_point` finds. The backup is deleted
+      when the run finishes.
     - `PersistentHistory` in `output_dir/history.json`.
-    - `best.keras` (by `monitor`) and `last.keras` checkpoints.
+    - `best.keras` (by `monitor`) and `last.keras` checkpoints
+      (`AtomicModelCheckpoint`).
+
+    Every file is written to a temporary name and renamed into place.
     - TensorBoard logs in `output_dir/tensorboard`.
 
     Only the chief writes checkpoints and logs; every worker backs up its
@@ -189,6 +345,9 @@ def training_callbacks(
         worker_index: int. This worker's index; a non-chief worker keeps
             its backup and history in `output_dir/workers/<index>/`.
             Defaults to `0`.
+        restore_from: `RestorePoint` or `None`. What a resumed run starts
+            from (`restore_point(output_dir, worker_index)`). Defaults to
+            `None`: a new run.
 
     Returns:
         A tuple `(callbacks, history)`: the list for `model.fit` and the
@@ -202,15 +361,15 @@ def training_callbacks(
         state_dir = os.path.join(output_dir, "workers", str(worker_index))
     backup_dir = os.path.join(state_dir, BACKUP_DIR)
     callbacks = [
-        keras.callbacks.BackupAndRestore(
+        RunBackup(
             backup_dir,
             save_freq=backup_every_steps or "epoch",
-            double_checkpoint=True,
+            restore_from=restore_from,
         )
     ]
     best = None
     if is_chief:
-        best = keras.callbacks.ModelCheckpoint(
+        best = AtomicModelCheckpoint(
             os.path.join(output_dir, BEST_CHECKPOINT),
             monitor=monitor,
             mode=mode,
@@ -221,9 +380,7 @@ def training_callbacks(
     if is_chief:
         callbacks.append(best)
         callbacks.append(
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(output_dir, LAST_CHECKPOINT)
-            )
+            AtomicModelCheckpoint(os.path.join(output_dir, LAST_CHECKPOINT))
         )
         if tensorboard and importlib.util.find_spec("tensorboard") is None:
             warnings.warn(
@@ -239,13 +396,3 @@ def training_callbacks(
                 )
             )
     return callbacks, history
-
-
-def _write_json_atomically(path, value):
-    directory = os.path.dirname(path)
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(value, file, indent=1)
-    os.replace(temporary, path)

@@ -10,6 +10,8 @@ import time
 
 import keras
 
+from keras_gmlp.training import files
+
 RESULTS_FILE = "results.json"
 
 
@@ -23,7 +25,7 @@ def write_results(
     counts=None,
     extra=None,
 ):
-    """Writes `output_dir/results.json` and returns what it wrote.
+    """Writes `output_dir/results.json` (atomically); returns what it wrote.
 
     Args:
         output_dir: str. The run's folder.
@@ -67,10 +69,7 @@ def write_results(
         "history": _jsonable(history),
     }
     results.update(_jsonable(extra or {}))
-    os.makedirs(output_dir, exist_ok=True)
-    path = os.path.join(output_dir, RESULTS_FILE)
-    with open(path, "w") as file:
-        json.dump(results, file, indent=2)
+    files.write_json(os.path.join(output_dir, RESULTS_FILE), results, indent=2)
     return results
 
 
@@ -101,9 +100,7 @@ class WallClock:
 
     def update(self, *args):
         """Records the elapsed time; usable as an epoch-end hook."""
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path, "w") as file:
-            json.dump({"completed_seconds": self.elapsed()}, file)
+        files.write_json(self.path, {"completed_seconds": self.elapsed()})
 
 
 def _device_count():

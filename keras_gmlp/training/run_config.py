@@ -103,9 +103,14 @@ class TrainingConfig:
         strategy: str. One of `keras_gmlp.training.STRATEGIES`.
         split_cpu: int or `None`. Split the host CPU into this many
             devices, to try strategies without accelerators.
-        output_dir: str. The run's folder.
+        output_dir: str. The run's folder. A folder holding a run of
+            the same configuration resumes it (or finds it complete); one
+            holding another run is refused
+            (`keras_gmlp.workflows.run_folder.claim`).
         tensorboard: bool. Whether to write TensorBoard logs.
         verbose: int. Keras' `verbose` (0, 1 or 2).
+        overwrite: bool. Whether to move a run already in `output_dir`
+            aside (to a sibling folder) and start a new one.
         allow_skipped: bool. Whether to train on data of which more than
             half of the records are skipped (not decodable, empty, with
             unknown labels); else the run stops, with the counts.
@@ -129,6 +134,7 @@ class TrainingConfig:
     output_dir: str = "runs/latest"
     tensorboard: bool = True
     verbose: int = 1
+    overwrite: bool = False
     allow_skipped: bool = False
 
     def __post_init__(self):

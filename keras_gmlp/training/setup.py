@@ -7,7 +7,7 @@ import keras
 
 from keras_gmlp.optimizers import build_optimizer_before_tracing
 from keras_gmlp.training.callbacks import EpochEndHook
-from keras_gmlp.training.callbacks import completed_epochs
+from keras_gmlp.training.callbacks import restore_point
 from keras_gmlp.training.callbacks import training_callbacks
 from keras_gmlp.training.distribution import get_distribution
 from keras_gmlp.training.distribution import split_cpu_for_tests
@@ -69,7 +69,10 @@ def fit(
 
     Started again with the same `output_dir` after an interruption (even
     `kill -9`), it continues from the last completed epoch, and the
-    returned history covers every epoch of the run.
+    returned history covers every epoch of the run. It restores the
+    backup, else the backup's previous copy, else `last.keras` (the only
+    state a finished run keeps, so a finished run asked for more epochs
+    continues from it), and prints which (`restore_point`).
 
     Args:
         model: a compiled `keras.Model`.
@@ -95,35 +98,40 @@ def fit(
     Returns:
         A tuple `(history, wall_time)`: `{metric: [value per epoch]}` over
         the whole run, and the seconds of all its attempts.
+
+    Raises:
+        RunFolderError: when `output_dir` holds completed epochs but no
+            readable backup or `last.keras`.
     """
     is_chief = distribution.is_chief if distribution else True
+    worker = distribution.worker_index if distribution else 0
+    point = restore_point(output_dir, worker)
+    if point is not None:
+        print(
+            f"Restoring epoch {point.epoch} of {epochs} from "
+            f"{os.path.join(output_dir, point.note)}.",
+            flush=True,
+        )
     standard, history = training_callbacks(
         output_dir,
         monitor=monitor if validation_data is not None else "loss",
         mode=mode if validation_data is not None else "min",
         tensorboard=tensorboard,
         is_chief=is_chief,
-        worker_index=distribution.worker_index if distribution else 0,
-    )
-    resuming = any(
-        isinstance(c, keras.callbacks.BackupAndRestore)
-        and os.path.exists(c._training_metadata_path)
-        for c in standard
+        worker_index=worker,
+        restore_from=point,
     )
     clock_dir = output_dir
     if not is_chief:
-        clock_dir = os.path.join(
-            output_dir, "workers", str(distribution.worker_index)
-        )
-    clock = WallClock(clock_dir, resume=resuming)
-    if endless_stream and resuming:
+        clock_dir = os.path.join(output_dir, "workers", str(worker))
+    clock = WallClock(clock_dir, resume=point is not None)
+    if endless_stream and point is not None:
         if not steps_per_epoch:
             raise ValueError(
                 "endless_stream=True needs steps_per_epoch; received "
                 f"steps_per_epoch={steps_per_epoch!r}."
             )
-        worker = distribution.worker_index if distribution else 0
-        skipped = completed_epochs(output_dir, worker) * steps_per_epoch
+        skipped = point.epoch * steps_per_epoch
         if skipped:
             print(f"Resuming: skipping the {skipped} batches trained on.")
             train_data = train_data.skip(skipped)

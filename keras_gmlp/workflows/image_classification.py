@@ -21,6 +21,7 @@ import keras
 from keras_gmlp import models
 from keras_gmlp.errors import KerasGMLPError
 from keras_gmlp.optimizers.schedules import warmup_cosine
+from keras_gmlp.training import files
 from keras_gmlp.training.callbacks import EpochEndHook
 from keras_gmlp.training.results import write_results
 from keras_gmlp.training.run_config import ImageClassificationConfig
@@ -55,12 +56,33 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict (`None` on a worker that is not the chief).
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its results untrained;
+        one holding another run is refused (`training_job.run_in_folder`).
     """
     config = with_default_learning_rate(config)
     print(describe_defaults(config), flush=True)
     config = config.resolved()
     distribution = training_job.start(config)
+    return training_job.run_in_folder(
+        JOB,
+        config,
+        distribution,
+        lambda: train(config, distribution, callbacks),
+    )
+
+
+def train(config, distribution, callbacks=None):
+    """Trains the classifier of a resolved config in its claimed folder.
+
+    Args:
+        config: `ImageClassificationConfig`, resolved.
+        distribution: `keras_gmlp.training.Distribution`.
+        callbacks: list of `keras.callbacks.Callback` or `None`.
+
+    Returns:
+        The results dict (`None` on a worker that is not the chief).
+    """
     from keras_gmlp.data import images
     from keras_gmlp.data.image_sources import load_images
 
@@ -281,10 +303,10 @@ def build_model(
     """
     from keras_gmlp.baselines import canonical_architecture
     from keras_gmlp.baselines import trainable_parameters
-    from keras_gmlp.models.gmlp_image_classifier_preprocessor import (
-        GMLPImageClassifierPreprocessor,
+    from keras_gmlp.models import GMLPImageClassifierPreprocessor
+    from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+        GMLPImageConverter,
     )
-    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
 
     bare = models.image_classifier(preset, **model_config)
     converter = GMLPImageConverter(image_size=bare.backbone.image_size)
@@ -358,17 +380,21 @@ def classification_metrics(num_classes):
 def save_outputs(config, model, title, image_size):
     """Writes model.keras, the preset, the SavedModel and the plots.
 
+    Each file and folder is written under a temporary name and renamed
+    into place when complete (`keras_gmlp.training.files`).
+
     Returns:
         A dict of the paths written.
     """
     output_dir = config.output_dir
     outputs = {"model": os.path.join(output_dir, "model.keras")}
-    model.save(outputs["model"])
+    files.save_model(model, outputs["model"])
     outputs["preset"] = os.path.join(output_dir, PRESET_DIR)
-    model.save_to_preset(outputs["preset"])
+    files.save_to_preset(model, outputs["preset"])
     if config.export:
-        outputs["saved_model"] = export_classifier(
-            model, os.path.join(output_dir, "saved_model")
+        outputs["saved_model"] = files.write_folder(
+            os.path.join(output_dir, "saved_model"),
+            lambda folder: export_classifier(model, folder),
         )
     if config.plots and config.architecture == "gmlp":
         from keras_gmlp import plots
@@ -380,13 +406,19 @@ def save_outputs(config, model, title, image_size):
             read_history_records(os.path.join(output_dir, HISTORY_FILE))
         )
         outputs["curves"] = os.path.join(output_dir, "curves.png")
-        plots.plot_history(history, outputs["curves"], title=title)
+        files.write_file(
+            outputs["curves"],
+            lambda path: plots.plot_history(history, path, title=title),
+        )
         patch = model.get_layer("stem").patch_size
         grid = (image_size[0] // patch[0], image_size[1] // patch[1])
         outputs["spatial_filters"] = os.path.join(
             output_dir, "spatial_filters.png"
         )
-        plots.plot_spatial_filters(model, grid, outputs["spatial_filters"])
+        files.write_file(
+            outputs["spatial_filters"],
+            lambda path: plots.plot_spatial_filters(model, grid, path),
+        )
     return outputs
 
 
@@ -412,7 +444,9 @@ def export_classifier(model, export_dir):
 
 def image_converter(model):
     """The model's `GMLPImageConverter`, or one for its input size."""
-    from keras_gmlp.models.gmlp_image_converter import GMLPImageConverter
+    from keras_gmlp.models.gmlp_image.gmlp_image_converter import (
+        GMLPImageConverter,
+    )
 
     preprocessor = getattr(model, "preprocessor", None)
     converter = getattr(preprocessor, "image_converter", None)
@@ -427,7 +461,7 @@ def load_run_model(run_dir):
     Runs of earlier versions saved a bare model without preprocessor; a
     baseline's run (ViT) is read from its `.keras` file.
     """
-    from keras_gmlp.models import gmlp_image_classifier
+    from keras_gmlp.models.gmlp_image import gmlp_image_classifier
 
     record = run_folder.read_run_config(run_dir)
     architecture = record["config"].get("architecture", "gmlp")
@@ -437,8 +471,7 @@ def load_run_model(run_dir):
     if architecture == "gmlp" and os.path.isdir(preset):
         task = gmlp_image_classifier.GMLPImageClassifier
         return run_folder.load_preset(task, preset)
-    path = run_folder.find_file(run_dir, MODEL_FILES)
-    return keras.saving.load_model(path, compile=False)
+    return run_folder.load_checkpoint(run_dir, MODEL_FILES)
 
 
 def evaluate_run(run_dir, batch_size=None):

@@ -26,10 +26,11 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
-from keras_gmlp.models.text_metrics import language_model_loss
-from keras_gmlp.models.text_metrics import language_model_metrics
+from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
+from keras_gmlp.models.gmlp_text.text_metrics import language_model_metrics
 from keras_gmlp.optimizers.schedules import warmup_linear
+from keras_gmlp.training import files
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
@@ -270,7 +271,7 @@ def build_task(objective, resolved, preprocessor=None):
     from keras_gmlp.models import GMLPCausalLM
     from keras_gmlp.models import GMLPMaskedLM
     from keras_gmlp.models import GMLPTextBackbone
-    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import BACKBONE_DEFAULTS
 
     backbone = GMLPTextBackbone(
         **{key: resolved[key] for key in BACKBONE_DEFAULTS if key != "name"}
@@ -342,10 +343,12 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict.
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its
+        results untrained; one holding another run is refused
+        (`training_job.run_in_folder`).
     """
     from keras_gmlp.baselines import default_learning_rate
-    from keras_gmlp.data.vocabulary import make_tokenizer
 
     distribution = training_job.start(config)
     if config.learning_rate is None:
@@ -355,6 +358,27 @@ def run(config, callbacks=None):
                 config.objective, config.architecture
             ),
         )
+    return training_job.run_in_folder(
+        JOB,
+        config,
+        distribution,
+        lambda: train(config, distribution, callbacks),
+    )
+
+
+def train(config, distribution, callbacks=None):
+    """Pretrains the model of a config in its claimed folder.
+
+    Args:
+        config: `PretrainingConfig`, its learning rate set.
+        distribution: `keras_gmlp.training.Distribution`.
+        callbacks: list of `keras.callbacks.Callback` or `None`.
+
+    Returns:
+        The results dict (`None` on a worker that is not the chief).
+    """
+    from keras_gmlp.data.vocabulary import make_tokenizer
+
     corpus = make_corpus(config)
     vocabulary = prepare_vocabulary(config, corpus)
     tokenizer = make_tokenizer(vocabulary, lowercase=not config.cased)
@@ -412,7 +436,9 @@ def run(config, callbacks=None):
             name=model.name,
             compile=False,
         )
-        saved.save_to_preset(os.path.join(config.output_dir, PRESET_DIR))
+        files.save_to_preset(saved, os.path.join(config.output_dir, PRESET_DIR))
+    if not distribution.is_chief:
+        return None
     accuracy = "val_masked_accuracy"
     if config.objective == "causal":
         accuracy = "val_next_token_accuracy"
@@ -483,7 +509,9 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
     Args:
         run_dir: str. The run's `output_dir`.
         checkpoint: str. The (compiled) checkpoint scored. Defaults to
-            `"last.keras"`, the model of the last epoch.
+            `"last.keras"`, the model of the last epoch. When it exists
+            but cannot be read (truncated by a crash), the run's other
+            checkpoint is scored, with a printed line.
         unigram: bool. Whether to add the unigram baseline of the same
             targets (`"unigram_perplexity"`). Defaults to `False`.
 
@@ -501,10 +529,17 @@ def evaluate_run(run_dir, checkpoint=LAST_CHECKPOINT, unigram=False):
         with open(os.path.join(run_dir, run_folder.RESULTS_FILE)) as file:
             batch_size = json.load(file).get("global_batch_size", batch_size)
     validation = heldout_batches(config, corpus, tokenizer, batch_size)
-    path = run_folder.find_file(run_dir, (checkpoint,))
+    names = [checkpoint]
+    if os.path.exists(os.path.join(run_dir, checkpoint)):
+        # A truncated checkpoint is passed over for the run's other one.
+        names += [
+            name
+            for name in (LAST_CHECKPOINT, BEST_CHECKPOINT)
+            if name != checkpoint
+        ]
     # Compiled here: the text tasks' checkpoints do not restore their own
     # compile settings (losses and metrics) when loaded.
-    model = keras.saving.load_model(path, compile=False)
+    model = run_folder.load_checkpoint(run_dir, names)
     model.compile(
         loss=language_model_loss(),
         weighted_metrics=language_model_metrics(
@@ -537,8 +572,7 @@ def load_task(run_dir, config):
     names = (BEST_CHECKPOINT, LAST_CHECKPOINT)
     if config.objective == "causal":
         names = (CAUSAL_LM_FILE,) + names
-    path = run_folder.find_file(run_dir, names)
-    return keras.saving.load_model(path, compile=False), False
+    return run_folder.load_checkpoint(run_dir, names), False
 
 
 def fill_in_the_blank(run_dir, sentence, top_k=5):

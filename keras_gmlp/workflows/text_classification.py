@@ -21,8 +21,9 @@ import keras
 import numpy as np
 
 from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.text_metrics import binary_f1
+from keras_gmlp.models.gmlp_text.text_metrics import binary_f1
 from keras_gmlp.optimizers.schedules import warmup_linear
+from keras_gmlp.training import files
 from keras_gmlp.training.callbacks import BEST_CHECKPOINT
 from keras_gmlp.training.callbacks import LAST_CHECKPOINT
 from keras_gmlp.training.results import write_results
@@ -110,8 +111,8 @@ def build_model(config, tokenizer, num_classes):
     from keras_gmlp.models import GMLPTextBackbone
     from keras_gmlp.models import GMLPTextClassifier
     from keras_gmlp.models import GMLPTextClassifierPreprocessor
-    from keras_gmlp.models.gmlp_text_backbone import BACKBONE_DEFAULTS
-    from keras_gmlp.models.masked_lm import TEXT_DEFAULTS
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import BACKBONE_DEFAULTS
+    from keras_gmlp.models.gmlp_text.masked_lm import TEXT_DEFAULTS
 
     if config.pretrained:
         backbone = run_folder.load_preset(
@@ -156,12 +157,45 @@ def run(config, callbacks=None):
             callbacks for `model.fit`.
 
     Returns:
-        The results dict.
+        The results dict (`None` on a worker that is not the chief). A
+        folder holding this run finished returns its
+        results untrained; one holding another run is refused
+        (`training_job.run_in_folder`).
+    """
+    distribution = training_job.start(config)
+    config = with_pretrained_casing(config)
+    return training_job.run_in_folder(
+        JOB,
+        config,
+        distribution,
+        lambda: train_classifier(config, distribution, callbacks),
+    )
+
+
+def with_pretrained_casing(config):
+    """`config`, with the casing of its pretrained run's tokenizer."""
+    if not config.pretrained:
+        return config
+    from keras_gmlp.models import GMLPTokenizer
+
+    tokenizer = GMLPTokenizer.from_preset(pretrained_preset(config.pretrained))
+    return dataclasses.replace(config, cased=not tokenizer.lowercase)
+
+
+def train_classifier(config, distribution, callbacks=None):
+    """Trains the classifier of a config in its claimed folder.
+
+    Args:
+        config: `TextClassificationConfig`, with its pretrained casing.
+        distribution: `keras_gmlp.training.Distribution`.
+        callbacks: list of `keras.callbacks.Callback` or `None`.
+
+    Returns:
+        The results dict (`None` on a worker that is not the chief).
     """
     from keras_gmlp.data.labelled_text import load_labelled_text
     from keras_gmlp.data.labelled_text import text_batches
 
-    distribution = training_job.start(config)
     train, validation, label_names = load_labelled_text(
         tfds_name=config.tfds_name,
         data_dir=config.data_dir,
@@ -175,11 +209,13 @@ def run(config, callbacks=None):
         allow_skipped=config.allow_skipped,
     )
     tokenizer, config = prepare_tokenizer(config, train)
-    with open(os.path.join(config.output_dir, LABELS_FILE), "w") as file:
-        json.dump(label_names, file)
-    run_folder.write_run_config(
-        config.output_dir, JOB, config, labels=label_names
-    )
+    if distribution.is_chief:
+        files.write_json(
+            os.path.join(config.output_dir, LABELS_FILE), label_names
+        )
+        run_folder.write_run_config(
+            config.output_dir, JOB, config, labels=label_names
+        )
     batch_size = config.global_batch_size(distribution.num_replicas)
     steps_per_epoch = config.steps_per_epoch or -(-len(train) // batch_size)
     total_steps = config.epochs * steps_per_epoch
@@ -232,8 +268,9 @@ def run(config, callbacks=None):
         model, validation_data, validation.labels, len(label_names)
     )
     metrics["val_loss"] = history["val_loss"][-1]
-    if distribution.is_chief:
-        model.save_to_preset(os.path.join(config.output_dir, PRESET_DIR))
+    if not distribution.is_chief:
+        return None
+    files.save_to_preset(model, os.path.join(config.output_dir, PRESET_DIR))
     results = write_results(
         config.output_dir,
         config,
@@ -282,18 +319,22 @@ def _run_settings(run_dir):
 
 
 def load_task(run_dir):
-    """A run's classifier: its preset, else its best checkpoint."""
+    """A run's classifier: its preset, else its best (or last) checkpoint."""
     from keras_gmlp.models import GMLPTextClassifier
 
     preset = os.path.join(run_dir, PRESET_DIR)
     if os.path.isdir(preset):
         return run_folder.load_preset(GMLPTextClassifier, preset)
-    path = run_folder.find_file(run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT))
-    return keras.saving.load_model(path, compile=False)
+    return run_folder.load_checkpoint(
+        run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT)
+    )
 
 
 def evaluate_run(run_dir):
     """Scores a run's best checkpoint on its held-out rows again.
+
+    A `best.keras` that cannot be read (truncated by a crash) is passed
+    over for `last.keras`, with a printed line.
 
     Returns:
         A dict of `val_accuracy` (and `val_f1` for two classes).
@@ -302,8 +343,9 @@ def evaluate_run(run_dir):
     from keras_gmlp.data.labelled_text import text_batches
 
     config, labels = _run_settings(run_dir)
-    path = run_folder.find_file(run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT))
-    model = keras.saving.load_model(path, compile=False)
+    model = run_folder.load_checkpoint(
+        run_dir, (BEST_CHECKPOINT, LAST_CHECKPOINT)
+    )
     _, validation, _ = load_labelled_text(
         tfds_name=config.tfds_name,
         data_dir=config.data_dir,

@@ -3,6 +3,8 @@
 Each job (`image_classification`, `pretraining`, `text_classification`)
 reads its flags with the functions of `flag_readers`, then runs
 `start` (the distribution first, then the seed and the dtype policy),
+`run_in_folder` (the run's folder checked and locked: the same
+configuration resumes or is found complete, another is refused),
 `compile_task` (AdamW with the run's weight decay, clipping and XLA
 setting) and `fit_task` (the resumable fit of
 `keras_gmlp.training.setup.fit` with the run's epochs, folder, logs and
@@ -12,12 +14,15 @@ namespace, and hands its fields on as explicit arguments.
 """
 
 import argparse
+import json
+import os
 
 from keras_gmlp.optimizers import adamw
 from keras_gmlp.training import arguments
 from keras_gmlp.training.setup import configure_run
 from keras_gmlp.training.setup import fit
 from keras_gmlp.training.setup import run_distribution
+from keras_gmlp.workflows import run_folder
 
 
 def flag_readers(description, config_class, add_arguments):
@@ -63,6 +68,63 @@ def start(config):
     distribution = run_distribution(config.strategy, config.split_cpu)
     configure_run(config.seed, config.mixed_precision)
     return distribution
+
+
+def run_in_folder(job, config, distribution, train):
+    """Runs `train()` as the one run of `config.output_dir`.
+
+    The chief takes the folder (`run_folder.claim`: its lock, held until
+    `train` returns or raises, and the check of the run already there).
+    A folder holding this run finished is not trained again: a printed
+    line says where its results are. An unfinished one (or one with
+    fewer epochs than `config.epochs`) is resumed, and a line says so.
+    Other workers of a multi-process run write nothing here: they check
+    the folder without the lock (unless `config.overwrite`, whose move
+    the chief makes) and follow the chief.
+
+    Args:
+        job: str. The job's name, one of `run_folder.JOBS`.
+        config: `TrainingConfig`. Its `output_dir`, `epochs` and
+            `overwrite`.
+        distribution: `keras_gmlp.training.Distribution`.
+        train: callable. Trains the run; returns its results.
+
+    Returns:
+        What `train()` returns, or the `results.json` of the complete run
+        (`None` on a worker that is not the chief).
+
+    Raises:
+        RunFolderError: when the folder holds another run, or another
+            process is writing it.
+    """
+    output_dir = config.output_dir
+    if not distribution.is_chief:
+        state = run_folder.RESUME
+        if not config.overwrite:
+            state = run_folder.run_state(output_dir, job, config)
+        return None if state == run_folder.COMPLETE else train()
+    lock, state = run_folder.claim(output_dir, job, config, config.overwrite)
+    with lock:
+        if state == run_folder.COMPLETE:
+            path = os.path.join(output_dir, run_folder.RESULTS_FILE)
+            epochs = (
+                "1 epoch" if config.epochs == 1 else f"{config.epochs} epochs"
+            )
+            print(
+                f"{output_dir} holds this run, complete after {epochs}: "
+                f"its results are in {path} "
+                "(more --epochs continue it; --overwrite trains it again).",
+                flush=True,
+            )
+            with open(path) as file:
+                return json.load(file)
+        if state == run_folder.RESUME:
+            print(
+                f"Resuming the run in {output_dir} (the same "
+                f"configuration), to {config.epochs} epochs.",
+                flush=True,
+            )
+        return train()
 
 
 def compile_task(model, config, schedule, loss, epsilon=1e-8, **metrics):

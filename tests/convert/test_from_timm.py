@@ -14,7 +14,7 @@ from keras_gmlp.convert import resize_image_model
 from keras_gmlp.models import GMLPImageBackbone
 from keras_gmlp.models import GMLPImageClassifier
 from keras_gmlp.models import GMLPImageConverter
-from keras_gmlp.models.resample import interpolation_matrix
+from keras_gmlp.models.gmlp_image.resample import interpolation_matrix
 from tests.backends import in_turn
 
 pytest.importorskip("safetensors.numpy")

@@ -20,7 +20,7 @@ from keras_gmlp.convert import timm_checkpoint
 from keras_gmlp.convert.timm_checkpoint import load_timm_checkpoint
 from keras_gmlp.convert.timm_checkpoint import set_timm_weights
 from keras_gmlp.convert.timm_checkpoint import to_timm
-from keras_gmlp.models import timm_preprocessing
+from keras_gmlp.models.gmlp_image import timm_preprocessing
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
 

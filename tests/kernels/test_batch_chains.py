@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from keras_gmlp.kernels import batch_chains
-from keras_gmlp.models.gmlp_image_backbone import GMLPImageBackbone
-from tests.models.test_gmlp_image_backbone import TINY
-from tests.models.test_gmlp_image_backbone import numpy_backbone
+from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
+from tests.models.gmlp_image.test_gmlp_image_backbone import TINY
+from tests.models.gmlp_image.test_gmlp_image_backbone import numpy_backbone
 
 TENSORFLOW = keras.config.backend() == "tensorflow"
 JAX = keras.config.backend() == "jax"
@@ -52,7 +52,7 @@ def traced(function, shape):
     cut the batch."""
     import tensorflow as tf
 
-    from keras_gmlp.models import gmlp_image_backbone
+    from keras_gmlp.models.gmlp_image import gmlp_image_backbone
 
     graph_function = tf.function(
         function, input_signature=[tf.TensorSpec(shape, "float32")]
@@ -163,7 +163,7 @@ def traced_text(function, batch=None):
     one trace for every batch size), and how many tensors it cut."""
     import tensorflow as tf
 
-    from keras_gmlp.models import gmlp_text_backbone
+    from keras_gmlp.models.gmlp_text import gmlp_text_backbone
 
     spec = tf.TensorSpec((batch, 8), "int32")
     graph_function = tf.function(
@@ -186,8 +186,8 @@ def cores_shared(monkeypatch):
 def test_text_traced_call_runs_two_chains_with_the_same_outputs(
     config, cores_shared
 ):
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = randomized(GMLPTextBackbone(**TEXT_TINY, **TEXT[config]))
     call, cuts = traced_text(lambda inputs: backbone(inputs, training=False))
@@ -204,8 +204,8 @@ def test_text_traced_call_runs_two_chains_with_the_same_outputs(
 def test_text_traced_gradients_match_the_functional_call(cores_shared):
     import tensorflow as tf
 
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = randomized(GMLPTextBackbone(**TEXT_TINY, attention_dim=4))
     inputs = text_inputs(3, seed=4)
@@ -228,8 +228,8 @@ def test_text_traced_gradients_match_the_functional_call(cores_shared):
 
 @pytest.mark.skipif(not TENSORFLOW, reason="TensorFlow's executor")
 def test_text_backbone_runs_one_chain_unless_the_cores_are_shared():
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     # This process's ops take every core (TensorFlow's default).
     assert not batch_chains.chains_fit_the_cores()
@@ -262,7 +262,7 @@ def jax_traced_text(function, batch):
     `jax.jit`, and how many tensors its trace cut."""
     import jax
 
-    from keras_gmlp.models import gmlp_text_backbone
+    from keras_gmlp.models.gmlp_text import gmlp_text_backbone
 
     compiled = jax.jit(function)
     with counted_cuts(gmlp_text_backbone) as cuts:
@@ -273,8 +273,8 @@ def jax_traced_text(function, batch):
 @pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
 @pytest.mark.parametrize("config", list(TEXT))
 def test_jax_compiled_text_call_runs_two_chains_with_the_same_outputs(config):
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = randomized(GMLPTextBackbone(**TEXT_TINY, **TEXT[config]))
     # One sequence runs one chain; an odd batch leaves the parts uneven.
@@ -293,8 +293,8 @@ def test_jax_compiled_text_call_runs_two_chains_with_the_same_outputs(config):
 def test_jax_compiled_text_gradients_match_the_functional_call():
     import jax
 
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = randomized(GMLPTextBackbone(**TEXT_TINY, attention_dim=4))
     inputs = text_inputs(3, seed=4)
@@ -319,9 +319,9 @@ def test_jax_compiled_text_gradients_match_the_functional_call():
 
 @pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
 def test_jax_keras_compiled_step_runs_two_chains():
-    from keras_gmlp.models import gmlp_text_backbone
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text import gmlp_text_backbone
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = GMLPTextBackbone(**TEXT_TINY)
     with counted_cuts(gmlp_text_backbone) as cuts:
@@ -334,8 +334,8 @@ def test_jax_eager_calls_exports_and_other_devices_run_one_chain(monkeypatch):
     import jax
 
     from keras_gmlp.layers.xla_functions import portable_ops
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = GMLPTextBackbone(**TEXT_TINY)
     assert not batch_chains.runs_jax_chains(keras.ops.ones((2, 8)))
@@ -350,8 +350,8 @@ def test_jax_eager_calls_exports_and_other_devices_run_one_chain(monkeypatch):
 @pytest.mark.skipif(not JAX, reason="XLA:CPU's thread pool under JAX")
 def test_jax_distributed_steps_run_one_chain():
     # A `keras.distribution` lays the batch out over its devices already.
-    from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
-    from tests.models.test_gmlp_text_backbone import TINY as TEXT_TINY
+    from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
+    from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = GMLPTextBackbone(**TEXT_TINY)
     distribution = keras.distribution.DataParallel(

@@ -6,10 +6,10 @@ import pytest
 from keras import ops
 
 from keras_gmlp.generation import generate
-from keras_gmlp.models.gmlp_causal_lm import GMLPCausalLM
-from keras_gmlp.models.gmlp_text_backbone import GMLPTextBackbone
+from keras_gmlp.models.gmlp_text.gmlp_causal_lm import GMLPCausalLM
+from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
 from tests.backends import in_turn
-from tests.models.test_gmlp_text_masked_lm import randomize
+from tests.models.gmlp_text.test_gmlp_text_masked_lm import randomize
 
 VOCABULARY_SIZE = 20
 LENGTH = 10

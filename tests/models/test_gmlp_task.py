@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp import models
-from keras_gmlp.models.text_metrics import TokenAccuracy
+from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
 from tests.backends import in_turn
 
 TEXT = dict(

@@ -350,7 +350,7 @@ def test_transformer_takes_the_gmlp_batches(corpus, rng):
     from keras_gmlp.data.lm_batches import masked_lm_dataset
     from keras_gmlp.data.vocabulary import make_tokenizer
     from keras_gmlp.data.vocabulary import train_vocabulary
-    from keras_gmlp.models.text_metrics import language_model_loss
+    from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
 
     vocabulary = train_vocabulary(
         read_text_records(expand_patterns(corpus)), 60
