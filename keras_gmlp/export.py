@@ -555,6 +555,8 @@ def _write_format(serving, path, format):
     elif format == "onnx" and backend == "jax":
         distribution = keras.distribution.distribution()
         keras.distribution.set_distribution(None)
+        import jax
+
         try:
             serving.export(
                 path,
@@ -562,6 +564,16 @@ def _write_format(serving, path, format):
                 verbose=False,
                 input_signature=_input_signature(serving),
             )
+        except jax.errors.InconclusiveDimensionOperation as error:
+            # jax2onnx traces a dynamic batch symbolically, which the
+            # image resize of a preprocessor cannot take.
+            raise ValueError(
+                "ONNX export from the jax backend cannot trace this model "
+                "with a batch of any size (the preprocessor resizes the "
+                "images); export from the tensorflow backend "
+                "(KERAS_BACKEND=tensorflow keras-gmlp export ...): a .keras "
+                "file or preset folder saved under any backend loads there."
+            ) from error
         finally:
             keras.distribution.set_distribution(distribution)
     else:

@@ -355,3 +355,35 @@ def test_command_line_exports_a_timm_folder(tmp_path, capsys):
         run_export(path, "litert", images),
         classifier.predict(images, verbose=0),
     )
+
+
+def test_onnx_of_a_resizing_preprocessor_serves_or_names_the_backend(
+    tmp_path,
+):
+    # jax2onnx cannot trace the image resize with a dynamic batch: from JAX
+    # the export says which backend makes it, in one line.
+    if BACKEND == "torch":
+        pytest.skip("no format is made from torch")
+    classifier = models.image_classifier(
+        num_classes=3,
+        image_size=8,
+        patch_size=4,
+        num_layers=1,
+        hidden_dim=8,
+        ffn_dim=16,
+    )
+    task = models.GMLPImageClassifier(
+        backbone=classifier.backbone,
+        num_classes=3,
+        preprocessor=models.GMLPImageClassifierPreprocessor(
+            models.GMLPImageConverter(image_size=(8, 8), scale=1 / 255)
+        ),
+    )
+    images = np.random.default_rng(0).integers(0, 256, (2, 8, 8, 3), "uint8")
+    if BACKEND == "jax":
+        with pytest.raises(ValueError, match="KERAS_BACKEND=tensorflow"):
+            export(task, tmp_path / "model.onnx", format="onnx")
+        return
+    path = export(task, tmp_path / "model.onnx", format="onnx")
+    expected = task.predict(images, verbose=0)
+    assert_close(run_export(path, "onnx", images), expected)
