@@ -113,7 +113,7 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     assert type(task).__name__ == "GMLPImageClassifier"
     logits = task.predict(pixels, verbose=0)
     capsys.readouterr()
-    cli.main(["info", str(output_dir / "preset")])
+    assert cli.main(["info", str(output_dir / "preset")]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["task"] == "GMLPImageClassifier"
     assert summary["parameters"] == model.count_params()
@@ -126,7 +126,7 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     # The run through the other commands: scored again as in training,
     # an image file classified as the held-out images are, re-exported.
     capsys.readouterr()
-    cli.main(["evaluate", str(output_dir)])
+    assert cli.main(["evaluate", str(output_dir)]) == 0
     scores = json.loads(capsys.readouterr().out)
     assert scores["accuracy"] == pytest.approx(
         results["metrics"]["val_accuracy"], abs=1e-6
@@ -134,13 +134,13 @@ def test_digits_run_writes_every_output(tmp_path, capsys):
     image = pixels[0]
     path = tmp_path / "digit.png"
     path.write_bytes(tf.io.encode_png(image).numpy())
-    cli.main(["predict", str(output_dir), "--image", str(path)])
+    assert cli.main(["predict", str(output_dir), "--image", str(path)]) == 0
     top = json.loads(capsys.readouterr().out)
     assert [entry["label"] for entry in top] == [
         str(i) for i in np.argsort(-expected[0], kind="stable")[:5]
     ]
     assert top[0]["probability"] == pytest.approx(expected[0].max(), 1e-5)
-    cli.main(["export", str(output_dir), str(tmp_path / "again")])
+    assert cli.main(["export", str(output_dir), str(tmp_path / "again")]) == 0
     # Keep the loaded object: its variables go with it.
     again = tf.saved_model.load(str(tmp_path / "again"))
     np.testing.assert_allclose(
@@ -292,7 +292,7 @@ def test_bad_inputs_name_the_value(tmp_path, argv, error, match):
 
 def test_bad_flag_values_are_rejected(capsys):
     with pytest.raises(SystemExit):
-        cli.main(["train-image-classifier", "--epochs", "0"])
+        assert cli.main(["train-image-classifier", "--epochs", "0"]) == 0
     assert "expected an integer >= 1, got 0" in capsys.readouterr().err
 
 

@@ -131,7 +131,7 @@ def test_fill_mask_prints_fillers(pretrained, capsys):
     output_dir, _ = pretrained
     capsys.readouterr()
     text = "the [MASK] sat on the [MASK]"
-    cli.main(["fill-mask", str(output_dir), text, "--top-k", "4"])
+    assert cli.main(["fill-mask", str(output_dir), text, "--top-k", "4"]) == 0
     predictions = json.loads(capsys.readouterr().out)
     assert len(predictions) == 2
     vocabulary = (output_dir / "vocabulary.txt").read_text().split("\n")
@@ -159,7 +159,7 @@ def test_checkpoint_restores_its_optimizer(pretrained):
 def test_evaluate_scores_the_same_heldout_targets(pretrained, capsys):
     output_dir, results = pretrained
     capsys.readouterr()
-    cli.main(["evaluate", str(output_dir)])
+    assert cli.main(["evaluate", str(output_dir)]) == 0
     scores = json.loads(capsys.readouterr().out)
     # last.keras is the model of the last epoch, scored in training on the
     # same seeded masks.
@@ -295,7 +295,12 @@ def test_causal_objective_trains_a_generator(corpus, tmp_path, capsys):
     # keras-gmlp generate: greedy, the prompt's tokens then the tokens of
     # a step-by-step greedy reference up to [SEP] (id 3).
     capsys.readouterr()
-    cli.main(["generate", str(tmp_path), "the cat", "--max-new-tokens", "3"])
+    assert (
+        cli.main(
+            ["generate", str(tmp_path), "the cat", "--max-new-tokens", "3"]
+        )
+        == 0
+    )
     text = capsys.readouterr().out.strip()
     tokenizer = task.preprocessor.tokenizer
     tokens = [2, *np.asarray(tokenizer("the cat")).tolist()]

@@ -50,7 +50,7 @@ def task(tmp_path_factory):
 
 @pytest.mark.one_backend("torch")
 def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
-    cli.main(
+    status = cli.main(
         [
             "finetune",
             "--train-file",
@@ -64,6 +64,7 @@ def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
             *SMALL_MODEL,
         ]
     )
+    assert status == 0
     with open(tmp_path / "results.json") as file:
         results = json.load(file)
     metrics = results["metrics"]
@@ -78,12 +79,12 @@ def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
     # The run through the other commands. evaluate scores best.keras, the
     # checkpoint of the best epoch.
     capsys.readouterr()
-    cli.main(["evaluate", str(tmp_path)])
+    assert cli.main(["evaluate", str(tmp_path)]) == 0
     scores = json.loads(capsys.readouterr().out)
     best = max(results["history"]["val_accuracy"])
     assert scores["val_accuracy"] == pytest.approx(best, abs=1e-6)
     sentence = "the cat sat on a mat"
-    cli.main(["predict", str(tmp_path), "--text", sentence])
+    assert cli.main(["predict", str(tmp_path), "--text", sentence]) == 0
     labels = json.loads(capsys.readouterr().out)
     assert sorted(entry["label"] for entry in labels) == ["cat", "dog"]
     # The same by hand: the preset's task on `[CLS] tokens [SEP] [PAD]...`.
@@ -102,7 +103,9 @@ def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
     np.testing.assert_allclose(
         [by_label["cat"], by_label["dog"]], probabilities, atol=1e-5
     )
-    cli.main(["export", str(tmp_path), str(tmp_path / "saved_model")])
+    assert (
+        cli.main(["export", str(tmp_path), str(tmp_path / "saved_model")]) == 0
+    )
     import tensorflow as tf
 
     # Keep the loaded object: its variables go with it.
@@ -117,7 +120,7 @@ def test_csv_from_scratch_reports_accuracy_and_f1(task, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def pretrained_run(task, tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("pretrained")
-    cli.main(
+    status = cli.main(
         [
             "pretrain",
             "--text-files",
@@ -151,6 +154,7 @@ def pretrained_run(task, tmp_path_factory):
             "--no-tensorboard",
         ]
     )
+    assert status == 0
     return output_dir
 
 
