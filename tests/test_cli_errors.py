@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from keras_gmlp import cli
+from tests.test_cli import COMMANDS
 
 # Each case runs the command in a fresh process, whatever the backend:
 # the error handling does not depend on it.
@@ -103,19 +104,6 @@ def test_help_imports_no_backend():
     )
     assert process.returncode == 0, process.stderr[-3000:]
     assert process.stdout.strip() == "[]"
-
-
-COMMANDS = (
-    "train-image-classifier",
-    "pretrain",
-    "finetune",
-    "evaluate",
-    "predict",
-    "fill-mask",
-    "generate",
-    "export",
-    "info",
-)
 
 
 def test_every_option_shows_its_default():
