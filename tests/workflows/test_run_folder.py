@@ -23,6 +23,8 @@ from keras_gmlp.workflows import run_folder
 from keras_gmlp.workflows import text_classification
 from keras_gmlp.workflows import training_job
 from tests.data.corpus_helpers import write_task
+from tests.training.test_callbacks import Interrupt
+from tests.training.test_callbacks import InterruptAfterEpoch
 
 TINY = [
     "--dataset", "digits",
@@ -70,23 +72,9 @@ class EpochsRun(keras.callbacks.Callback):
         self.epochs.append(epoch)
 
 
-class Interrupt(Exception):
-    pass
-
-
 class InterruptAtStart(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         raise Interrupt()
-
-
-class InterruptAfterEpoch(keras.callbacks.Callback):
-    def __init__(self, epoch):
-        super().__init__()
-        self.epoch = epoch
-
-    def on_epoch_end(self, epoch, logs=None):
-        if epoch == self.epoch:
-            raise Interrupt()
 
 
 def snapshot(folder):
