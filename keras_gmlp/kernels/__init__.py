@@ -1,8 +1,14 @@
-"""Backend- and CPU-specific speed and memory settings, apart from the model.
+"""Backend- and CPU-specific speed and memory work, apart from the model.
 
-Nothing here changes what a model computes. The process settings are
-applied explicitly, before the backend's first computation, by the
-`keras-gmlp` command's training commands and the recipes
+The layers and models compute in plain `keras.ops` (the reference path).
+Where a backend has a faster way to compute an operation on a CPU, its
+kernel lives here and the layer reaches it through one dispatch point
+(`dispatch`), switched by `configure("auto" | "on" | "off")` or the
+`KERAS_GMLP_KERNELS` environment variable (`dispatch` module). Nothing
+here changes what a model computes, beyond float rounding.
+
+The process settings are applied explicitly, before the backend's first
+computation, by the `keras-gmlp` command's training commands and the recipes
 (`configure_training_process`); call it first in your own training
 program for the same speed:
 
@@ -20,6 +26,10 @@ update a variable, the text tasks' default optimizer.
 """
 
 from keras_gmlp.kernels.allocator import reuse_freed_memory
+from keras_gmlp.kernels.dispatch import configure
+from keras_gmlp.kernels.dispatch import dispatch
+from keras_gmlp.kernels.dispatch import mode
+from keras_gmlp.kernels.dispatch import reference_only
 from keras_gmlp.kernels.fused_adamw import FusedAdamW
 from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
 from keras_gmlp.kernels.process import configure_training_process
@@ -31,8 +41,12 @@ from keras_gmlp.kernels.xla_flags import skip_ynn_fusions
 __all__ = [
     "FusedAdamW",
     "compile_jax_draws_once",
+    "configure",
     "configure_training_process",
+    "dispatch",
+    "mode",
     "prefer_wide_vectors",
+    "reference_only",
     "reuse_freed_memory",
     "set_job_xla_flags",
     "share_cores_between_chains",

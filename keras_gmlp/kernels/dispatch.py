@@ -1,0 +1,186 @@
+"""The switch between the reference path and the fast kernels.
+
+Each operation the layers and models hand to a kernel has one dispatch
+point, `dispatch(operation, reference, *args, **kwargs)`: it calls the
+kernel registered in `KERNELS` for the operation and the backend, or
+`reference(*args, **kwargs)` when there is none, when the kernels are
+off, or when the kernel declines (returns `NotImplemented`, for an input
+it does not serve). A kernel takes the same arguments as its reference
+and computes the same numbers, up to float rounding.
+
+The mode, `configure(mode)` or the `KERAS_GMLP_KERNELS` environment
+variable (read when first needed):
+
+- `"auto"` (the default): a kernel runs only on a CPU, where it was
+  measured faster (`benchmarks/kernels.py`); on a GPU or TPU the
+  reference path runs;
+- `"on"`: every kernel, on any device;
+- `"off"`: the reference path only.
+"""
+
+import contextlib
+import importlib
+import os
+import threading
+
+import keras
+
+MODES = ("auto", "on", "off")
+
+# Operation -> backend -> "module:function" of the kernel, imported on
+# first use.
+KERNELS = {}
+
+_state = threading.local()
+_settings = {"mode": None, "operations": None}
+_loaded = {}
+
+
+def _checked(mode, source):
+    if mode not in MODES:
+        raise ValueError(
+            f"Received {source}={mode!r}; expected one of {MODES}."
+        )
+    return mode
+
+
+def configure(mode, operations=None):
+    """Sets which path the layers and models take.
+
+    Args:
+        mode: str. `"auto"`, `"on"` or `"off"` (see the module's
+            docstring).
+        operations: `None` (every operation) or a collection of the
+            operations (keys of `KERNELS`) whose kernels may run; the
+            others take the reference path. For A/B measurements.
+
+    Example:
+
+    >>> keras_gmlp.kernels.configure("off")
+    >>> keras_gmlp.kernels.mode()
+    'off'
+    >>> keras_gmlp.kernels.configure("auto")
+    """
+    _checked(mode, "mode")
+    if operations is not None:
+        operations = frozenset(operations)
+        unknown = sorted(operations - set(KERNELS))
+        if unknown:
+            raise ValueError(
+                f"Received operations={unknown}; expected some of "
+                f"{sorted(KERNELS)}."
+            )
+    _settings["mode"] = mode
+    _settings["operations"] = operations
+
+
+def mode():
+    """The current mode: `configure`'s, else `KERAS_GMLP_KERNELS`, else
+    `"auto"`; `"off"` inside `reference_only()`."""
+    if getattr(_state, "reference_only", False):
+        return "off"
+    if _settings["mode"] is None:
+        value = os.environ.get("KERAS_GMLP_KERNELS", "auto") or "auto"
+        _settings["mode"] = _checked(value, "KERAS_GMLP_KERNELS")
+    return _settings["mode"]
+
+
+@contextlib.contextmanager
+def reference_only():
+    """Traces and runs the reference path only, in this thread.
+
+    The exports trace under it: a SavedModel, ONNX or LiteRT file holds
+    the backend's plain ops, which every runtime and converter takes.
+
+    Example:
+
+    >>> with keras_gmlp.kernels.reference_only():
+    ...     keras_gmlp.kernels.mode()
+    'off'
+    """
+    previous = getattr(_state, "reference_only", False)
+    _state.reference_only = True
+    try:
+        yield
+    finally:
+        _state.reference_only = previous
+
+
+def register(operation, backend, target):
+    """Registers `target`, `"module:function"`, as `operation`'s kernel
+    under `backend`."""
+    KERNELS.setdefault(operation, {})[backend] = target
+    _loaded.pop((operation, backend), None)
+
+
+def _kernel(operation, backend):
+    key = (operation, backend)
+    if key not in _loaded:
+        target = KERNELS.get(operation, {}).get(backend)
+        function = None
+        if target is not None:
+            module, name = target.split(":")
+            function = getattr(importlib.import_module(module), name)
+        _loaded[key] = function
+    return _loaded[key]
+
+
+def dispatch(operation, reference, *args, **kwargs):
+    """`operation`'s kernel of `*args, **kwargs`, or its reference.
+
+    Args:
+        operation: str. A key of `KERNELS`.
+        reference: the reference function, called with the same
+            arguments.
+        *args, **kwargs: the operation's arguments.
+    """
+    current = mode()
+    if current != "off":
+        allowed = _settings["operations"]
+        if allowed is None or operation in allowed:
+            backend = keras.config.backend()
+            kernel = _kernel(operation, backend)
+            if kernel is not None and (
+                current == "on" or computes_on_cpu(backend, args)
+            ):
+                result = kernel(*args, **kwargs)
+                if result is not NotImplemented:
+                    return result
+    return reference(*args, **kwargs)
+
+
+def computes_on_cpu(backend, args=()):
+    """Whether `backend` computes on a CPU: under torch, the device of the
+    first torch tensor among `args` (else Keras' default device); under
+    JAX and TensorFlow, whether the backend sees no accelerator."""
+    if backend == "torch":
+        import torch
+
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                return arg.device.type == "cpu"
+        from keras.src.backend.torch.core import get_device
+
+        return str(get_device()).startswith("cpu")
+    return _backend_on_cpu(backend)
+
+
+_backend_platforms = {}
+
+
+def _backend_on_cpu(backend):
+    if backend not in _backend_platforms:
+        if backend == "jax":
+            import jax
+
+            on_cpu = jax.default_backend() == "cpu"
+        elif backend == "tensorflow":
+            import tensorflow as tf
+
+            on_cpu = not tf.config.list_logical_devices("GPU") and not (
+                tf.config.list_logical_devices("TPU")
+            )
+        else:
+            on_cpu = False
+        _backend_platforms[backend] = on_cpu
+    return _backend_platforms[backend]
