@@ -84,7 +84,7 @@ def worker(args):
         return {"seconds": wall, "cpu_seconds": cpu}
 
     from keras_gmlp.kernels.batch_chains import CHAINS
-    from keras_gmlp.layers.matmul import matmul as package_matmul
+    from keras_gmlp.kernels.matmul import matmul as package_matmul
 
     operands = {}
     # With the cores shared between the chains, one product has only its

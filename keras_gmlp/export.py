@@ -59,9 +59,9 @@ import keras
 import numpy as np
 
 from keras_gmlp.generation import model_sequence_length
+from keras_gmlp.kernels import reference_only
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
-from keras_gmlp.layers.xla_functions import portable_ops
 from keras_gmlp.training import files
 
 
@@ -231,7 +231,7 @@ def jax2tf_arguments(serving):
 
 
 def _export(serving, export_dir):
-    with portable_ops():
+    with reference_only():
         _export_saved_model(serving, export_dir)
 
 
@@ -542,7 +542,7 @@ def _write(serving, path, format):
     fft_context = (
         materialised_toeplitz() if fft_free else contextlib.nullcontext()
     )
-    with portable_ops(), fft_context:
+    with reference_only(), fft_context:
         _write_format(serving, path, format)
 
 

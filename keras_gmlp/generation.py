@@ -6,8 +6,6 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_gmlp.layers.decoding_cache import owned_caches
-from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
 STRATEGIES = ("greedy", "top_k")
@@ -240,16 +238,14 @@ class _Decoder:
         self.compiled = _compile(self._step, model)
 
     def _forward(self, token_ids, cache, index, padding_mask):
-        x = direct_call(self.embedding, token_ids)
+        x = self.embedding(token_ids)
         caches = []
         for block, block_cache in zip(self.blocks, cache, strict=True):
             x, block_cache = block.call_with_cache(
                 x, block_cache, index, padding_mask=padding_mask
             )
             caches.append(block_cache)
-        logits = direct_call(
-            self.embedding, direct_call(self.final_norm, x), reverse=True
-        )
+        logits = self.embedding(self.final_norm(x), reverse=True)
         return logits, tuple(caches)
 
     def _step(self, token_ids, cache, index, padding_mask):
@@ -265,23 +261,20 @@ class _Decoder:
         """The cache after the causal pass over the buffer `tokens`."""
         batch, length = tokens.shape
         cache = tuple(block.empty_cache(batch, length) for block in self.blocks)
-        with owned_caches():
-            _, cache = _no_grad(
-                self._forward, tokens, cache, 0, self._padding_mask(tokens)
-            )
+        _, cache = _no_grad(
+            self._forward, tokens, cache, 0, self._padding_mask(tokens)
+        )
         return cache
 
     def step(self, tokens, cache, index):
         """Logits `(batch, vocabulary)` after position `index` of each
-        row of the buffer `tokens`, and the updated cache (under eager
-        torch, `cache` written in place: `generate` passes each on once)."""
-        with owned_caches():
-            logits, cache = self.compiled(
-                tokens,
-                cache,
-                np.array(index, "int32"),
-                self._padding_mask(tokens),
-            )
+        row of the buffer `tokens`, and the updated cache."""
+        logits, cache = self.compiled(
+            tokens,
+            cache,
+            np.array(index, "int32"),
+            self._padding_mask(tokens),
+        )
         return ops.convert_to_numpy(logits), cache
 
 

@@ -39,7 +39,7 @@ def rng():
 def amd(request, monkeypatch):
     """The CPU taken for an AMD one, or not, whatever it is (the torch
     layers' float32 products take oneDNN on AMD's,
-    `keras_gmlp.layers.torch_linear`)."""
+    `keras_gmlp.kernels.torch_linear`)."""
     from keras_gmlp.layers import cpu_features
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: request.param)

@@ -4,7 +4,7 @@ The layers and models compute in plain `keras.ops` (the reference path).
 Where a backend has a faster way to compute an operation on a CPU, its
 kernel lives here and the layer reaches it through one dispatch point
 (`dispatch`), switched by `configure("auto" | "on" | "off")` or the
-`KERAS_GMLP_KERNELS` environment variable (`dispatch` module). Nothing
+`KERAS_GMLP_KERNELS` environment variable (`registry` module). Nothing
 here changes what a model computes, beyond float rounding.
 
 The process settings are applied explicitly, before the backend's first
@@ -26,10 +26,10 @@ update a variable, the text tasks' default optimizer.
 """
 
 from keras_gmlp.kernels.allocator import reuse_freed_memory
-from keras_gmlp.kernels.dispatch import configure
-from keras_gmlp.kernels.dispatch import dispatch
-from keras_gmlp.kernels.dispatch import mode
-from keras_gmlp.kernels.dispatch import reference_only
+from keras_gmlp.kernels.registry import configure
+from keras_gmlp.kernels.registry import dispatch
+from keras_gmlp.kernels.registry import mode
+from keras_gmlp.kernels.registry import reference_only
 from keras_gmlp.kernels.fused_adamw import FusedAdamW
 from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
 from keras_gmlp.kernels.process import configure_training_process

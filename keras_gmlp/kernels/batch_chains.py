@@ -6,8 +6,8 @@ import os
 
 import keras
 
-from keras_gmlp.layers.xla_functions import tracing_portable_ops
-from keras_gmlp.layers.xla_functions import xla_functions_enabled
+from keras_gmlp.kernels.xla_functions import tracing_portable_ops
+from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 CHAINS = 2
 
@@ -69,7 +69,7 @@ def chains_fit_the_cores():
 def runs_jax_chains(inputs):
     """Whether a backbone runs its blocks on `inputs` as `CHAINS` chains
     under JAX: traced (a `jax.jit` step) for a CPU, outside
-    `portable_ops()` (an export) and a `keras.distribution` (which lays
+    `reference_only()` (an export) and a `keras.distribution` (which lays
     the batch out over its devices already), at least `CHAINS` rows in
     the batch.
 

@@ -44,7 +44,7 @@ def prefer_wide_vectors(cpuinfo_path="/proc/cpuinfo"):
     prefer_wide_vectors()  # first: before the first XLA function runs
     ```
     """
-    from keras_gmlp.layers.cpu_features import has_avx512
+    from keras_gmlp.kernels.cpu_features import has_avx512
 
     if keras.config.backend() != "tensorflow":
         return False

@@ -1,18 +1,11 @@
 import keras
 from keras import ops
 
-from keras_gmlp.layers.dense import Dense
-from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp import kernels
 from keras_gmlp.layers.drop_path import DropPath
-from keras_gmlp.layers.gelu import dense_gelu
-from keras_gmlp.layers.gelu import split_dense
-from keras_gmlp.layers.gelu import split_dense_gelu
-from keras_gmlp.layers.gelu import split_products
-from keras_gmlp.layers.layer_normalization import LayerNormalization
 from keras_gmlp.layers.spatial_gating_unit import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import check_modes
 from keras_gmlp.layers.tiny_attention import TinyAttention
-from keras_gmlp.layers.xla_functions import xla_functions_enabled
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -23,12 +16,9 @@ class GMLPBlock(keras.layers.Layer):
     with exact (erf) GELU. With `attention_dim`, a `TinyAttention` over the
     normalised input is added inside the spatial gating unit.
 
-    In training under JAX and torch the spatial gating unit keeps only the
-    GELU's input and its token product for the backward pass, and
-    recomputes its GELU and norm there (faster and smaller on those
-    backends). Under TensorFlow it does so for a block made under
-    `keras.RematScope(mode="activations")`: less memory for some speed
-    (`SpatialGatingUnit.call_on_projection`).
+    The block is one operation of `keras_gmlp.kernels`: on a CPU, a
+    backend's faster kernel for it runs instead of `reference_call`, with
+    the same weights and outputs.
 
     Args:
         ffn_dim: int. Width of the channel expansion; even for the split
@@ -118,11 +108,11 @@ class GMLPBlock(keras.layers.Layer):
         hidden_dim = input_shape[-1]
         gate_dim = self.ffn_dim // 2 if self.gating == "split" else self.ffn_dim
         ffn_shape = tuple(input_shape[:-1]) + (self.ffn_dim,)
-        self.norm = LayerNormalization(
+        self.norm = keras.layers.LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
         self.norm.build(input_shape)
-        self.channel_projection_in = Dense(
+        self.channel_projection_in = keras.layers.Dense(
             self.ffn_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -138,12 +128,6 @@ class GMLPBlock(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="spatial_gating_unit",
         )
-        if getattr(self.spatial_gating_unit, "_remat_mode", None) is None:
-            # Made here, maybe outside the `keras.RematScope` the block was
-            # made under: the unit takes the block's mode.
-            self.spatial_gating_unit._remat_mode = getattr(
-                self, "_remat_mode", None
-            )
         self.spatial_gating_unit.build(ffn_shape)
         self.sequence_length = self.spatial_gating_unit.sequence_length
         self.tiny_attention = None
@@ -157,7 +141,7 @@ class GMLPBlock(keras.layers.Layer):
                 name="tiny_attention",
             )
             self.tiny_attention.build(input_shape)
-        self.channel_projection_out = Dense(
+        self.channel_projection_out = keras.layers.Dense(
             hidden_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -170,94 +154,30 @@ class GMLPBlock(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, padding_mask=None, training=None, mask=None):
-        # The sublayers, built with the block, are called through
-        # `direct_call`: under eager torch, `Layer.__call__`'s bookkeeping
-        # costs about 150 us a call, 6 calls a block (a tenth of a gMLP-Ti
-        # inference step at batch 8; `benchmarks/vision.py`).
         if padding_mask is None:
             padding_mask = mask
-        normalized = direct_call(self.norm, inputs)
+        return kernels.dispatch(
+            "gmlp_block",
+            GMLPBlock.reference_call,
+            self,
+            inputs,
+            padding_mask,
+            training,
+        )
+
+    def reference_call(self, inputs, padding_mask=None, training=None):
+        """`call` in Keras ops, as the paper writes the block."""
+        normalized = self.norm(inputs)
         attention = None
         if self.tiny_attention is not None:
             attention = self.tiny_attention(
                 normalized, padding_mask=padding_mask
             )
-        backend = keras.config.backend()
-        recomputes_tensorflow = (
-            training
-            and xla_functions_enabled()
-            and self.spatial_gating_unit.rematerializes_activations
-        )
-        infers_tensorflow = (
-            not training
-            and self.gating == "split"
-            and self.spatial_gating_unit.takes_tensorflow_inference_gate(
-                normalized
-            )
-        )
-        trains_tensorflow = (
-            training
-            and self.gating == "split"
-            and self.spatial_gating_unit.takes_tensorflow_training_gate(
-                normalized
-            )
-        )
-        if self.gating == "split" and (
-            backend == "torch"
-            or (backend == "jax" and training)
-            or recomputes_tensorflow
-            or infers_tensorflow
-            or trains_tensorflow
-        ):
-            # The projection before its GELU: the unit's training call
-            # recomputes the GELU (`call_on_projection`; under TensorFlow
-            # in its training gate's gradient functions, and for a unit
-            # made under `keras.RematScope(mode="activations")` more).
-            # Under JAX and TensorFlow two products, one per half
-            # (`split_dense`); eager torch runs one faster
-            # (`split_dense_gelu`).
-            # TensorFlow's gates add the halves' biases themselves
-            # (`split_products`): the training ones to sum their gradients
-            # in their gradient functions, the bfloat16 inference one with
-            # the GELUs in its XLA functions.
-            biases = None
-            if recomputes_tensorflow or infers_tensorflow or trains_tensorflow:
-                projected, biases = split_products(
-                    self.channel_projection_in, normalized
-                )
-            elif backend != "torch":
-                projected = split_dense(self.channel_projection_in, normalized)
-            else:
-                projected = direct_call(self.channel_projection_in, normalized)
-            hidden = direct_call(
-                self.spatial_gating_unit,
-                projected,
-                method="call_on_projection",
-                attention=attention,
-                output_projection=self.channel_projection_out,
-                hidden_biases=biases,
-                training=bool(training),
-            )
-        else:
-            if self.gating == "split":
-                # The halves `u` and `v`, two products where that is
-                # faster (`split_dense_gelu`).
-                u, v = split_dense_gelu(
-                    self.channel_projection_in, normalized, training=training
-                )
-            else:
-                u = v = dense_gelu(
-                    self.channel_projection_in, normalized, training=training
-                )
-            hidden = direct_call(
-                self.spatial_gating_unit,
-                u,
-                method="call_on_halves",
-                v=v,
-                attention=attention,
-            )
-            hidden = direct_call(self.channel_projection_out, hidden)
-        return inputs + direct_call(self.drop_path, hidden, training=training)
+        hidden = self.channel_projection_in(normalized)
+        hidden = keras.activations.gelu(hidden, approximate=False)
+        hidden = self.spatial_gating_unit(hidden, attention=attention)
+        hidden = self.channel_projection_out(hidden)
+        return inputs + self.drop_path(hidden, training=training)
 
     def empty_cache(self, batch_size, max_length):
         """A zero decoding cache for `call_with_cache`.
@@ -322,8 +242,9 @@ class GMLPBlock(keras.layers.Layer):
             )
         cache = dict(cache)
         inputs = ops.cast(inputs, self.compute_dtype)
-        normalized = direct_call(self.norm, inputs)
-        hidden = dense_gelu(self.channel_projection_in, normalized)
+        normalized = self.norm(inputs)
+        hidden = self.channel_projection_in(normalized)
+        hidden = keras.activations.gelu(hidden, approximate=False)
         attention = None
         if self.tiny_attention is not None:
             attention, cache["tiny_attention"] = (
@@ -342,8 +263,7 @@ class GMLPBlock(keras.layers.Layer):
                 attention=attention,
             )
         )
-        hidden = direct_call(self.channel_projection_out, hidden)
-        return inputs + hidden, cache
+        return inputs + self.channel_projection_out(hidden), cache
 
     def compute_output_shape(self, input_shape):
         return input_shape

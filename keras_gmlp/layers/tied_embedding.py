@@ -1,8 +1,6 @@
 import keras
 from keras import ops
 
-from keras_gmlp.layers.matmul import matmul
-
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TiedEmbedding(keras.layers.Embedding):
@@ -38,7 +36,7 @@ class TiedEmbedding(keras.layers.Embedding):
         if not reverse:
             return super().call(inputs)
         kernel = ops.cast(self.embeddings, inputs.dtype)
-        return matmul(inputs, ops.transpose(kernel))
+        return ops.matmul(inputs, ops.transpose(kernel))
 
     def compute_mask(self, inputs, mask=None):
         if not self.mask_zero:

@@ -3,14 +3,6 @@ import math
 import keras
 from keras import ops
 
-from keras_gmlp.layers.decoding_cache import write_cache
-from keras_gmlp.layers.dense import Dense
-from keras_gmlp.layers.direct_call import direct_call
-from keras_gmlp.layers.spatial_gating_unit import cache_index
-from keras_gmlp.layers.spatial_gating_unit import is_static
-from keras_gmlp.layers.torch_attention import fused_attention
-from keras_gmlp.layers.torch_attention import takes_fused_attention
-
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TinyAttention(keras.layers.Layer):
@@ -73,14 +65,14 @@ class TinyAttention(keras.layers.Layer):
 
     def build(self, input_shape):
         output_dim = self.output_dim or input_shape[-1]
-        self.qkv = Dense(
+        self.qkv = keras.layers.Dense(
             3 * self.attention_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="qkv",
         )
         self.qkv.build(input_shape)
-        self.output_projection = Dense(
+        self.output_projection = keras.layers.Dense(
             output_dim,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -104,16 +96,6 @@ class TinyAttention(keras.layers.Layer):
     def _attend(self, query, key, value, allowed, padding_mask):
         """Attention of `query` over `key`, where `allowed` (and the
         padding mask of the keys) lets it."""
-        if takes_fused_attention():
-            attended = fused_attention(
-                query,
-                key,
-                value,
-                allowed,
-                padding_mask,
-                1 / math.sqrt(self.attention_dim),
-            )
-            return direct_call(self.output_projection, attended)
         scores = ops.einsum("...id,...jd->...ij", query, key)
         scores = ops.cast(scores, "float32") / math.sqrt(self.attention_dim)
         if padding_mask is not None:
@@ -134,7 +116,7 @@ class TinyAttention(keras.layers.Layer):
             weights = ops.where(allowed, weights, 0.0)
         weights = ops.cast(weights, value.dtype)
         attended = ops.einsum("...ij,...jd->...id", weights, value)
-        return direct_call(self.output_projection, attended)
+        return self.output_projection(attended)
 
     def check_cache(self, max_length):
         """Raises a ValueError unless the layer can decode with a cache."""
@@ -193,14 +175,10 @@ class TinyAttention(keras.layers.Layer):
         self.check_cache(max_length)
         length = inputs.shape[-2]
         inputs = ops.cast(inputs, self.compute_dtype)
-        query, key, value = ops.split(direct_call(self.qkv, inputs), 3, axis=-1)
-        start = cache_index(cache_update_index)
-        if length == 1 and is_static(start) and takes_fused_attention():
-            return self._torch_decoded(
-                query, key, value, cache, start, padding_mask
-            )
+        query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
+        start = cache_update_index
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-        cache = write_cache(cache, [0, 0, start, 0], update)
+        cache = ops.slice_update(cache, [0, 0, start, 0], update)
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
         allowed = columns[None, :] <= rows[:, None]
@@ -208,33 +186,6 @@ class TinyAttention(keras.layers.Layer):
             query, cache[:, 0], cache[:, 1], allowed, padding_mask
         )
         return outputs, cache
-
-    def _torch_decoded(self, query, key, value, cache, index, padding_mask):
-        """One decoded position `index` under eager torch: its key and
-        value written into the cache (`write_cache`: in place within
-        `decoding_cache.owned_caches`), its query attending to the
-        `index + 1` cached keys it sees (no causal mask, the later
-        positions never read), in torch's ops, not Keras'. A compiled loop
-        (JAX, TensorFlow) needs shapes that do not change with `index`;
-        eager torch does not. With the output projection called by
-        `direct_call`, this makes the aMLP's cached decoding at 512 tokens
-        1.45x faster (`benchmarks/generation.py --preset amlp_tiny`)."""
-        import torch
-
-        update = torch.stack([key, value], dim=1).to(cache.dtype)
-        cache = write_cache(cache, [0, 0, index, 0], update)
-        seen = cache[:, :, : index + 1]
-        if padding_mask is not None:
-            padding_mask = torch.as_tensor(padding_mask)[:, : index + 1]
-        attended = fused_attention(
-            query,
-            seen[:, 0],
-            seen[:, 1],
-            None,
-            padding_mask,
-            1 / math.sqrt(self.attention_dim),
-        )
-        return direct_call(self.output_projection, attended), cache
 
     def compute_output_shape(self, input_shape):
         output_dim = self.output_dim or input_shape[-1]

@@ -3,10 +3,10 @@ import contextlib
 import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
+from keras_gmlp.kernels import reference_only
 from keras_gmlp.kernels.allocator import with_ready_inputs
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
-from keras_gmlp.layers.xla_functions import portable_ops
 from keras_gmlp.optimizers import build_optimizer_before_tracing
 from keras_gmlp.optimizers import no_decay_variables
 
@@ -55,7 +55,7 @@ class PortableExport:
     """`export()` traces the backend's own ops, no XLA function.
 
     Under TensorFlow the blocks compute their GELU and LayerNormalizations
-    as XLA functions (`keras_gmlp.layers.xla_functions`), which TF Serving
+    as XLA functions (`keras_gmlp.kernels.xla_functions`), which TF Serving
     (without `--xla_cpu_compilation_enabled`), ONNX and LiteRT cannot run;
     an exported artifact holds TensorFlow's kernels instead. ONNX and
     LiteRT take no FFT either: there the Toeplitz units trace their
@@ -65,7 +65,7 @@ class PortableExport:
     def export(self, filepath, format="tf_saved_model", **kwargs):
         fft_free = format in FFT_FREE_FORMATS
         with (
-            portable_ops(),
+            reference_only(),
             materialised_toeplitz() if fft_free else contextlib.nullcontext(),
         ):
             return super().export(filepath, format=format, **kwargs)

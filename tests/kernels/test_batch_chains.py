@@ -111,7 +111,7 @@ def test_traced_gradients_match_the_functional_call():
 
 
 def test_eager_calls_exports_and_compiled_steps_run_one_chain():
-    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.kernels import reference_only
 
     images = keras.ops.ones((2, 8, 8, 3))
     if not TENSORFLOW:
@@ -121,7 +121,7 @@ def test_eager_calls_exports_and_compiled_steps_run_one_chain():
 
     assert not batch_chains.runs_batch_chains(images)
     backbone = GMLPImageBackbone(**TINY)
-    with portable_ops():
+    with reference_only():
         _, cuts = traced(lambda x: backbone(x), (2, 8, 8, 3))
     assert cuts == 0
 
@@ -333,13 +333,13 @@ def test_jax_keras_compiled_step_runs_two_chains():
 def test_jax_eager_calls_exports_and_other_devices_run_one_chain(monkeypatch):
     import jax
 
-    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.kernels import reference_only
     from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
     from tests.models.gmlp_text.test_gmlp_text_backbone import TINY as TEXT_TINY
 
     backbone = GMLPTextBackbone(**TEXT_TINY)
     assert not batch_chains.runs_jax_chains(keras.ops.ones((2, 8)))
-    with portable_ops():
+    with reference_only():
         _, cuts = jax_traced_text(lambda inputs: backbone(inputs), 2)
     assert cuts == 0
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")

@@ -18,7 +18,7 @@ from keras_gmlp.kernels import threads
 from keras_gmlp.kernels import xla_flags
 from keras_gmlp.kernels.batch_chains import CHAINS
 from keras_gmlp.kernels.batch_chains import usable_cores
-from keras_gmlp.layers.cpu_features import has_avx512
+from keras_gmlp.kernels.cpu_features import has_avx512
 from tests.fresh_python import last_line_of
 
 OPT_OUTS = {

@@ -54,7 +54,7 @@ def block_reference(block, x):
 @pytest.mark.parametrize("attention_dim", [None, 4])
 def test_matches_numpy_reference(attention_dim, policy, rng):
     # Under TensorFlow the bfloat16 inference call takes its own gate on a
-    # CPU with AMX (`keras_gmlp.layers.tensorflow_spatial_gate.
+    # CPU with AMX (`keras_gmlp.kernels.tensorflow_spatial_gate.
     # inference_spatial_gate`), oneDNN's fused product elsewhere; the
     # gate's tests take it on any CPU.
     x = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -181,7 +181,7 @@ def test_gradients_match_numpy_reference(
     spatial, causal, method, policy, training, rng
 ):
     # Under torch and in JAX training the gate recomputes its GELU and
-    # norm in the backward pass (`keras_gmlp.layers.torch_spatial_gate`,
+    # norm in the backward pass (`keras_gmlp.kernels.torch_spatial_gate`,
     # `jax_spatial_gate`), under JAX from the projection's halves taken
     # apart (`split_dense`); the FFT product takes the unit's usual call.
     # Under TensorFlow outside training a bfloat16 block takes the

@@ -4,7 +4,6 @@ import pytest
 from absl.testing import parameterized
 
 from keras_gmlp.layers import SpatialGatingUnit
-from keras_gmlp.layers.spatial_gating_unit import token_product
 from tests import reference
 from tests.gradients import gradients
 from tests.layer_test import LayerTestCase
@@ -35,45 +34,6 @@ def test_matches_numpy_formula(spatial, training, shape, rng):
     expected = reference.spatial_gating(z, weight, bias, gamma, beta)
     output = keras.ops.convert_to_numpy(layer(z, training=training))
     np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
-
-
-@pytest.mark.parametrize("remat", [False, True])
-@pytest.mark.parametrize("method", ["matmul", "fft"])
-def test_call_on_projection_of_the_halves_apart(method, remat, rng):
-    # The gMLP block's first projection before its GELU, whole or (JAX
-    # training) as its two halves, or (TensorFlow's recomputing gate,
-    # `remat`) as its halves' products and biases: the unit gates the GELU
-    # of each. With gradients recorded under torch and always under JAX
-    # the matmul product takes the recomputing gate; the FFT the usual
-    # call.
-    hidden = rng.normal(size=(2, 7, 10)).astype("float32")
-    with keras.RematScope(mode="activations" if remat else None):
-        layer = SpatialGatingUnit(spatial="toeplitz", toeplitz_method=method)
-    layer.build(hidden.shape)
-    randomize_weights(layer, rng)
-    kernel, bias, gamma, beta = numpy_weights(layer)
-    weight = reference.toeplitz(kernel, 7)
-    expected = reference.spatial_gating(
-        reference.gelu(hidden), weight, bias, gamma, beta
-    )
-    pair = (hidden[..., :5], hidden[..., 5:])
-    biases = tuple(rng.normal(size=(2, 5)).astype("float32"))
-    products = tuple(h - b for h, b in zip(pair, biases, strict=True))
-    for projection, hidden_biases in (
-        (hidden, None),
-        (pair, None),
-        (products, biases),
-    ):
-        output = keras.ops.convert_to_numpy(
-            layer.call_on_projection(projection, hidden_biases=hidden_biases)
-        )
-        np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
-    additive = SpatialGatingUnit(gating="additive")
-    additive.build(hidden.shape)
-    with pytest.raises(ValueError, match="gating='additive'"):
-        additive.call_on_projection(pair)
-    with pytest.raises(ValueError, match="received 2 biases with one tensor"):
-        layer.call_on_projection(hidden, hidden_biases=biases)
 
 
 def test_attention_is_added_before_the_gate(rng):
@@ -209,67 +169,6 @@ def test_mixed_precision(rng):
     assert all(w.dtype == "float32" for w in layer.weights)
 
 
-class TokenProduct(keras.layers.Layer):
-    """`token_product(W, v, b)` of its weights, `v` cast to `dtype`."""
-
-    def __init__(self, n, batched, product_dtype, **kwargs):
-        super().__init__(**kwargs)
-        self.n, self.batched, self.product_dtype = n, batched, product_dtype
-
-    def build(self, input_shape):
-        self.weight = self.add_weight((self.n, input_shape[-2]), name="w")
-        self.bias_weight = self.add_weight((self.n,), name="b")
-
-    def call(self, v):
-        v = keras.ops.cast(v, self.product_dtype)
-        weight = keras.ops.cast(self.weight, self.product_dtype)
-        bias = keras.ops.cast(self.bias_weight, self.product_dtype)
-        return token_product(weight, v, bias, self.batched)
-
-
-# `batched` is the unit's form (under JAX with a hand-written gradient for a
-# 3-D `v`, `W`'s as one dot per example up to 32, above as one dot;
-# under TensorFlow `tf.matmul`'s own broadcast); a 4-D `v` broadcasts over
-# two axes.
-@pytest.mark.parametrize("shape", [(3, 7, 5), (33, 7, 5), (2, 3, 7, 5)])
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("batched", [False, True])
-def test_token_product_and_gradients_match_numpy(batched, dtype, shape, rng):
-    layer = TokenProduct(6, batched, dtype)
-    layer.build(shape)
-    randomize_weights(layer, rng)
-    v = rng.normal(size=shape).astype("float32")
-    cotangent = rng.normal(size=(*shape[:-2], 6, shape[-1]))
-    weight, bias = (keras.ops.convert_to_numpy(w) for w in layer.weights)
-    if dtype == "bfloat16":  # what the product sees
-        v, weight, bias = (
-            keras.ops.convert_to_numpy(
-                keras.ops.cast(keras.ops.cast(a, dtype), "float32")
-            )
-            for a in (v, weight, bias)
-        )
-    v64, weight64 = v.astype("float64"), weight.astype("float64")
-    expected = np.einsum("ij,...jc->...ic", weight64, v64) + bias[:, None]
-    by_input = np.einsum("ij,...ic->...jc", weight64, cotangent)
-    by_weight = np.einsum(
-        "bic,bjc->ij",
-        cotangent.reshape(-1, *cotangent.shape[-2:]),
-        v64.reshape(-1, *shape[-2:]),
-    )
-    by_bias = cotangent.sum(axis=tuple(range(len(shape) - 2)) + (-1,))
-    actual = keras.ops.convert_to_numpy(keras.ops.cast(layer(v), "float32"))
-    tolerance = 1e-5 if dtype == "float32" else 2e-2
-    grads = gradients(layer, v, cotangent.astype("float32"), layer.weights)
-    for got, want in zip(
-        [actual, *grads],
-        [expected, by_input, by_weight, by_bias],
-        strict=True,
-    ):
-        assert got.shape == want.shape
-        scale = np.abs(want).max()
-        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
-
-
 class SpatialGatingUnitLayerTest(LayerTestCase):
     @parameterized.named_parameters(
         ("dense", {}, (2, 6, 4)),
@@ -293,18 +192,3 @@ class SpatialGatingUnitLayerTest(LayerTestCase):
             expected_output_shape=output_shape,
             expected_num_trainable_weights=4,
         )
-
-
-@pytest.mark.one_backend("torch")
-def test_torch_recomputing_gate_is_taken_on_a_cpu_only():
-    # The recomputing gate was measured on CPUs; elsewhere the unit runs
-    # its reference path.
-    import torch
-
-    layer = SpatialGatingUnit()
-    layer.build((2, 6, 8))
-    hidden = torch.ones((2, 6, 8))
-    assert layer._recomputes_torch(hidden, 6)
-    assert not layer._recomputes_torch(hidden.to("meta"), 6)
-    with torch.no_grad():
-        assert not layer._recomputes_torch(hidden, 6)

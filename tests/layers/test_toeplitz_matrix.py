@@ -11,7 +11,7 @@ from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.toeplitz_matrix import gathered_matrix
 from keras_gmlp.layers.toeplitz_matrix import tiled_matrix
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
-from keras_gmlp.layers.xla_functions import portable_ops
+from keras_gmlp.kernels import reference_only
 
 BACKEND = keras.config.backend()
 # The tokens of the taps: 2 * TOKENS - 1 of them.

@@ -3,9 +3,6 @@ from keras import ops
 from keras_hub.src.models.causal_lm import CausalLM
 from keras_hub.src.utils.tensor_utils import any_equal
 
-from keras_gmlp.layers.decoding_cache import owned_caches
-from keras_gmlp.layers.direct_call import direct_call
-from keras_gmlp.layers.spatial_gating_unit import cache_index
 from keras_gmlp.models.config import task_optimizer
 from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
@@ -179,9 +176,7 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         hidden, cache = self.backbone.call_with_cache(
             token_ids, cache, cache_update_index
         )
-        logits = direct_call(
-            self.backbone.token_embedding, hidden, reverse=True
-        )
+        logits = self.backbone.token_embedding(hidden, reverse=True)
         return logits, hidden, cache
 
     def _build_cache(self, token_ids):
@@ -206,12 +201,6 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             A dict of `"token_ids"` and `"padding_mask"`, the mask `False`
             after each row's stop token.
         """
-        # Every sampler threads the caches made here from one step to the
-        # next: under eager torch they are written in place.
-        with owned_caches():
-            return self._sampled_tokens(inputs, stop_token_ids)
-
-    def _sampled_tokens(self, inputs, stop_token_ids):
         token_ids = ops.convert_to_tensor(inputs["token_ids"], "int32")
         padding_mask = ops.convert_to_tensor(inputs["padding_mask"])
         hidden_states, cache = self._build_cache(token_ids)
@@ -220,8 +209,7 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
 
         def next(prompt, cache, index):
             batch_size = ops.shape(prompt)[0]
-            # A Python int under eager torch (see `cache_index`).
-            position = cache_index(index - 1)
+            position = index - 1
             previous = ops.slice(prompt, [0, position], [batch_size, 1])
             logits, hidden, cache = self.call_with_cache(
                 previous, cache, position

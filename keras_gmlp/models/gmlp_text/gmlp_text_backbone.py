@@ -6,7 +6,6 @@ from keras_hub.src.models.backbone import Backbone
 from keras_gmlp.kernels.batch_chains import join_batch
 from keras_gmlp.kernels.batch_chains import runs_text_chains
 from keras_gmlp.kernels.batch_chains import split_batch
-from keras_gmlp.layers.direct_call import direct_call
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.models.config import drop_path_rates
@@ -247,14 +246,14 @@ class GMLPTextBackbone(PortableExport, Backbone):
             `(hidden, cache)`: hidden states `(batch, k, hidden_dim)` and
             the updated cache.
         """
-        x = direct_call(self.token_embedding, token_ids)
+        x = self.token_embedding(token_ids)
         caches = []
         for block, block_cache in zip(self.blocks, cache, strict=True):
             x, block_cache = block.call_with_cache(
                 x, block_cache, cache_update_index, padding_mask=padding_mask
             )
             caches.append(block_cache)
-        return direct_call(self.final_norm, x), tuple(caches)
+        return self.final_norm(x), tuple(caches)
 
     def get_config(self):
         config = super().get_config()

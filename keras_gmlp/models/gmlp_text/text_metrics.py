@@ -12,7 +12,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_gmlp.layers.xla_functions import xla_functions_enabled
+from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 
 def token_cross_entropy(y_true, y_pred, from_logits=True):
@@ -25,7 +25,7 @@ def token_cross_entropy(y_true, y_pred, from_logits=True):
     logits to a strided layout and back: a torch masked-LM training step
     is 1.14x faster without that copy (`benchmarks/masked_lm_speed.py`).
     Float32 logits take `jax_cross_entropy` under JAX and
-    `tensorflow_cross_entropy` under TensorFlow (outside `portable_ops()`).
+    `tensorflow_cross_entropy` under TensorFlow (outside `reference_only()`).
 
     Args:
         y_true: integer tensor of shape `(...)`: the target token ids.

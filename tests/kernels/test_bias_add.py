@@ -5,7 +5,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.layers.bias_add import bias_add
+from keras_gmlp.kernels.bias_add import bias_add
 from tests.gradients import BACKEND
 from tests.gradients import gradients
 from tests.rounding import as_float64

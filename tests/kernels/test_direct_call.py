@@ -6,7 +6,7 @@ import pytest
 
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers import TiedEmbedding
-from keras_gmlp.layers.direct_call import direct_call
+from keras_gmlp.kernels.direct_call import direct_call
 
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16", "bfloat16"]
 

@@ -1,4 +1,6 @@
-"""Calling a built sublayer without `Layer.__call__`, for decoding steps."""
+"""Calling a built sublayer without `Layer.__call__`."""
+
+import functools
 
 import keras
 
@@ -28,15 +30,15 @@ def direct_call(layer, inputs, method="call", **kwargs):
     Args:
         layer: a `keras.layers.Layer`.
         inputs: a tensor, the layer's first call argument.
-        method: str. The name of the method called, `"call"` or another
-            of the layer's methods that computes as `call` does (such as
-            `SpatialGatingUnit.call_on_halves`); only a built layer's
-            `call` falls back to `layer(...)`.
+        method: str or function. The name of the method called, `"call"`
+            or another of the layer's methods, or a function of the layer
+            and the arguments that computes as its `call` does (a kernel);
+            only a built layer's `call` falls back to `layer(...)`.
         **kwargs: further arguments of the method.
 
     Example:
 
-    >>> from keras_gmlp.layers.direct_call import direct_call
+    >>> from keras_gmlp.kernels.direct_call import direct_call
     >>> dense = keras.layers.Dense(4)
     >>> x = keras.ops.ones((1, 3))
     >>> bool(keras.ops.all(direct_call(dense, x) == dense(x)))
@@ -54,7 +56,10 @@ def direct_call(layer, inputs, method="call", **kwargs):
         name: policy.convert_input(value, layer.autocast, layer.input_dtype)
         for name, value in kwargs.items()
     }
-    function = getattr(layer, method)
+    if callable(method):
+        function = functools.partial(method, layer)
+    else:
+        function = getattr(layer, method)
     scope = autocast_scope(layer)
     if scope is None:
         return function(inputs, **kwargs)

@@ -7,11 +7,11 @@ Imported by the unit under the torch backend only.
 import torch
 from torch.autograd.function import once_differentiable
 
-from keras_gmlp.layers.torch_linear import input_gradient
-from keras_gmlp.layers.torch_linear import linear
-from keras_gmlp.layers.torch_linear import over_tokens
-from keras_gmlp.layers.torch_linear import over_tokens_gradients
-from keras_gmlp.layers.torch_linear import weight_gradient
+from keras_gmlp.kernels.torch_linear import input_gradient
+from keras_gmlp.kernels.torch_linear import linear
+from keras_gmlp.kernels.torch_linear import over_tokens
+from keras_gmlp.kernels.torch_linear import over_tokens_gradients
+from keras_gmlp.kernels.torch_linear import weight_gradient
 
 
 def recomputed_spatial_gate(

@@ -173,7 +173,7 @@ def test_is_a_keras_layer_normalization_and_round_trips(rng):
 def test_column_sum_is_the_sum_over_every_axis_but_the_last(shape, rng):
     import tensorflow as tf
 
-    from keras_gmlp.layers.layer_normalization import column_sum
+    from keras_gmlp.kernels.layer_normalization import column_sum
 
     x = rng.normal(size=shape).astype("float32")
     compiled = tf.function(column_sum, jit_compile=True)
@@ -189,7 +189,7 @@ def test_column_sum_is_the_sum_over_every_axis_but_the_last(shape, rng):
 def test_row_mean_is_the_mean_over_the_last_axis(shape, rng):
     import tensorflow as tf
 
-    from keras_gmlp.layers.layer_normalization import row_mean
+    from keras_gmlp.kernels.layer_normalization import row_mean
 
     x = (3.0 + rng.normal(size=shape)).astype("float32")
     compiled = tf.function(row_mean, jit_compile=True)
@@ -216,7 +216,7 @@ def test_tensorflow_norm_functions_reduce_over_rows_only():
 
     import tensorflow as tf
 
-    from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
+    from keras_gmlp.kernels.layer_normalization import _tensorflow_layer_norm
 
     layer_norm = _tensorflow_layer_norm()
     x = tf.ones((2, 6, 40))

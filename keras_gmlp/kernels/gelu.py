@@ -7,13 +7,14 @@ import math
 import keras
 from keras import ops
 
-from keras_gmlp.layers.bias_add import bias_add
-from keras_gmlp.layers.dense import is_affine
-from keras_gmlp.layers.direct_call import direct_call
-from keras_gmlp.layers.layer_normalization import column_sum
-from keras_gmlp.layers.matmul import matmul
-from keras_gmlp.layers.xla_functions import widened
-from keras_gmlp.layers.xla_functions import xla_functions_enabled
+from keras_gmlp.kernels.bias_add import bias_add
+from keras_gmlp.kernels.dense import dense_call
+from keras_gmlp.kernels.dense import is_affine
+from keras_gmlp.kernels.direct_call import direct_call
+from keras_gmlp.kernels.layer_normalization import column_sum
+from keras_gmlp.kernels.matmul import matmul
+from keras_gmlp.kernels.xla_functions import widened
+from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 _KERAS_GELU = keras.activations.gelu
 
@@ -31,13 +32,13 @@ def gelu(x):
     float64 inputs take Keras' GELU (JAX's x64 mode) or `erfc`
     (TensorFlow). The outputs differ by float32 rounding.
 
-    Inside `keras_gmlp.layers.xla_functions.portable_ops()` (exports) it is
+    Inside `keras_gmlp.kernels.reference_only()` (exports) it is
     TensorFlow's own op; when `keras.activations.gelu` has been replaced
     (`keras_gmlp.export.gelu_form`), the replacement runs instead.
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import gelu
+    >>> from keras_gmlp.kernels.gelu import gelu
     >>> x = np.array([-1.0, 0.0, 2.0], "float32")
     >>> [round(float(v), 4) for v in keras.ops.convert_to_numpy(gelu(x))]
     [-0.1587, 0.0, 1.9545]
@@ -68,7 +69,7 @@ def biased_gelu(x, bias):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import biased_gelu, gelu
+    >>> from keras_gmlp.kernels.gelu import biased_gelu, gelu
     >>> x = np.array([[-1.0, 0.5]], "float32")
     >>> bias = np.array([0.5, -0.5], "float32")
     >>> y = keras.ops.convert_to_numpy(biased_gelu(x, bias))
@@ -93,12 +94,12 @@ def dense_gelu(dense, inputs, training=None):
     bfloat16 the fused kernel rounds once). In training the GELU's input
     is kept for the gradient, which the fusion cannot give, so `gelu`
     (the XLA function) of the Dense runs; eager calls, XLA-compiled
-    steps and exports (`portable_ops`) take `gelu(dense(inputs))` too.
+    steps and exports (`reference_only`) take `gelu(dense(inputs))` too.
     On a CPU with AMX the gMLP block's bfloat16 inference takes neither:
     its products are plain and its biases and GELUs go into the spatial
     gating unit's XLA functions, because the fused bfloat16 kernel does
     not run on AMX
-    (`keras_gmlp.layers.tensorflow_spatial_gate.inference_spatial_gate`).
+    (`keras_gmlp.kernels.tensorflow_spatial_gate.inference_spatial_gate`).
     Without AMX it takes the fused kernel.
 
     Args:
@@ -108,7 +109,7 @@ def dense_gelu(dense, inputs, training=None):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import dense_gelu, gelu
+    >>> from keras_gmlp.kernels.gelu import dense_gelu, gelu
     >>> dense = keras.layers.Dense(3)
     >>> dense.build((None, 4))
     >>> x = np.ones((2, 4), "float32")
@@ -118,7 +119,7 @@ def dense_gelu(dense, inputs, training=None):
     True
     """
     if training or not _onednn_fuses_dense_gelu(dense, inputs):
-        return gelu(direct_call(dense, inputs))
+        return gelu(direct_call(dense, inputs, method=dense_call))
     inputs, kernel, bias = _dense_operands(dense, inputs)
     return _onednn_dense_gelu(inputs, kernel, bias)
 
@@ -151,7 +152,7 @@ def split_dense_gelu(dense, inputs, training=None):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import gelu, split_dense_gelu
+    >>> from keras_gmlp.kernels.gelu import gelu, split_dense_gelu
     >>> dense = keras.layers.Dense(6)
     >>> dense.build((None, 4))
     >>> x = np.ones((2, 4), "float32")
@@ -196,7 +197,7 @@ def split_dense(dense, inputs):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import split_dense
+    >>> from keras_gmlp.kernels.gelu import split_dense
     >>> dense = keras.layers.Dense(6)
     >>> dense.build((None, 4))
     >>> x = np.ones((2, 4), "float32")
@@ -217,7 +218,7 @@ def split_products(dense, inputs):
 
     The gMLP block's recomputing TensorFlow gate adds the biases itself,
     so that its gradient functions sum their gradients
-    (`keras_gmlp.layers.tensorflow_spatial_gate`).
+    (`keras_gmlp.kernels.tensorflow_spatial_gate`).
 
     Args:
         dense: a built `keras.layers.Dense` with an even number of units.
@@ -231,7 +232,7 @@ def split_products(dense, inputs):
 
     Example:
 
-    >>> from keras_gmlp.layers.gelu import split_dense, split_products
+    >>> from keras_gmlp.kernels.gelu import split_dense, split_products
     >>> dense = keras.layers.Dense(6, bias_initializer="ones")
     >>> dense.build((None, 4))
     >>> x = np.ones((2, 4), "float32")
@@ -242,7 +243,8 @@ def split_products(dense, inputs):
     True
     """
     if not _projects_halves(dense, inputs):
-        return tuple(ops.split(direct_call(dense, inputs), 2, axis=-1)), None
+        products = direct_call(dense, inputs, method=dense_call)
+        return tuple(ops.split(products, 2, axis=-1)), None
     inputs, kernel, bias = _dense_operands(dense, inputs)
     halves = _kernel_halves(kernel, bias)
     return (
@@ -480,7 +482,7 @@ def _tensorflow_gelu(cdf_and_density=_tensorflow_cdf_and_density):
     )
 
     # The XLA functions themselves, for gradients written by hand
-    # (`keras_gmlp.layers.tensorflow_spatial_gate`).
+    # (`keras_gmlp.kernels.tensorflow_spatial_gate`).
     call.forward, call.backward = forward, backward
     call.backward_with_bias = backward_with_bias
     return call

@@ -1,9 +1,9 @@
-"""`keras_gmlp.layers.cpu_features`: what it reads of the CPU."""
+"""`keras_gmlp.kernels.cpu_features`: what it reads of the CPU."""
 
-from keras_gmlp.layers.cpu_features import cpu_family
-from keras_gmlp.layers.cpu_features import has_amx
-from keras_gmlp.layers.cpu_features import has_avx512
-from keras_gmlp.layers.cpu_features import is_amd
+from keras_gmlp.kernels.cpu_features import cpu_family
+from keras_gmlp.kernels.cpu_features import has_amx
+from keras_gmlp.kernels.cpu_features import has_avx512
+from keras_gmlp.kernels.cpu_features import is_amd
 
 XEON = """processor	: 0
 vendor_id	: GenuineIntel

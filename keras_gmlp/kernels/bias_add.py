@@ -32,7 +32,7 @@ def bias_add(x, bias, axis=-1):
 
     Example:
 
-    >>> from keras_gmlp.layers.bias_add import bias_add
+    >>> from keras_gmlp.kernels.bias_add import bias_add
     >>> x = np.zeros((2, 3, 4), "float32")
     >>> bias = np.arange(3, dtype="float32")
     >>> y = bias_add(x, bias, axis=-2)

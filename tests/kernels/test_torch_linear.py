@@ -1,4 +1,4 @@
-"""`keras_gmlp.layers.torch_linear`: the float32 linear on oneDNN against
+"""`keras_gmlp.kernels.torch_linear`: the float32 linear on oneDNN against
 numpy, and where it is taken."""
 
 import keras
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import Dense
-from keras_gmlp.layers.xla_functions import portable_ops
+from keras_gmlp.kernels import reference_only
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "torch", reason="torch's kernels"
@@ -29,7 +29,7 @@ def wide(tensor):
 def test_linear_and_its_gradients_match_numpy(shape, use_bias, amd, rng):
     import torch
 
-    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import linear
 
     x, weight = leaf(rng, shape), leaf(rng, (6, shape[-1]))
     bias = leaf(rng, (6,)) if use_bias else None
@@ -54,8 +54,8 @@ def test_linear_and_its_gradients_match_numpy(shape, use_bias, amd, rng):
 
 @pytest.mark.parametrize("inputs, outputs", [(5, 6), (6, 5)])
 def test_gradient_helpers_match_numpy(inputs, outputs, amd, rng):
-    from keras_gmlp.layers.torch_linear import input_gradient
-    from keras_gmlp.layers.torch_linear import weight_gradient
+    from keras_gmlp.kernels.torch_linear import input_gradient
+    from keras_gmlp.kernels.torch_linear import weight_gradient
 
     upstream, weight, x = (
         leaf(rng, (2, 7, outputs)),
@@ -84,7 +84,7 @@ def test_gradient_helpers_match_numpy(inputs, outputs, amd, rng):
 def test_token_product_and_its_gradients_match_numpy(tokens, leading, amd, rng):
     import torch
 
-    from keras_gmlp.layers.torch_linear import over_tokens
+    from keras_gmlp.kernels.torch_linear import over_tokens
 
     (n, m), c = tokens, 7
     weight, x = leaf(rng, (n, m)), leaf(rng, (*leading, m, c))
@@ -112,8 +112,8 @@ def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
     monkeypatch, rng
 ):
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
-    from keras_gmlp.layers.torch_linear import over_tokens
+    from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.kernels.torch_linear import over_tokens
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     monkeypatch.setattr(cpu_features, "cpu_family", lambda: 26)
@@ -137,9 +137,9 @@ def test_token_products_take_onednn_from_amds_family_26(
     # Family 25 (Zen 4): MKL's batched product is as fast, without the
     # rows' copies. Its linear products still take oneDNN.
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
-    from keras_gmlp.layers.torch_linear import linear
-    from keras_gmlp.layers.torch_linear import over_tokens
+    from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.kernels.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import over_tokens
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     monkeypatch.setattr(cpu_features, "cpu_family", lambda: family)
@@ -153,8 +153,8 @@ def test_token_products_take_onednn_from_amds_family_26(
 
 def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import MIN_MULTIPLY_ADDS
-    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
+    from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     weight = leaf(rng, (64, 64))
@@ -173,9 +173,9 @@ def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
     import torch
 
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import MIN_WEIGHT_ELEMENTS
-    from keras_gmlp.layers.torch_linear import input_gradient
-    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import MIN_WEIGHT_ELEMENTS
+    from keras_gmlp.kernels.torch_linear import input_gradient
+    from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     row = leaf(rng, (1, 1, 128))
@@ -205,7 +205,7 @@ def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
 def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     x, weight = leaf(rng, (3, 4), dtype), leaf(rng, (2, 4), dtype)
@@ -216,11 +216,11 @@ def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
 
 def test_exports_and_empty_batches_take_torchs_linear(monkeypatch, rng):
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.torch_linear import linear
+    from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     x, weight = leaf(rng, (3, 4)), leaf(rng, (2, 4))
-    with portable_ops():
+    with reference_only():
         outputs = linear(x, weight)
     assert "OneDnnLinear" not in type(outputs.grad_fn).__name__
     empty = linear(leaf(rng, (0, 4)), weight)
@@ -252,7 +252,7 @@ def test_dense_takes_it_and_trains_the_same(amd, rng):
 
 
 def test_the_package_matmul_takes_it(amd, rng):
-    from keras_gmlp.layers.matmul import matmul
+    from keras_gmlp.kernels.matmul import matmul
 
     x, y = leaf(rng, (2, 3, 5)), leaf(rng, (5, 4))
     outputs = matmul(x, y)

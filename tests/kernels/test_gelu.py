@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from keras_gmlp.layers import Dense
-from keras_gmlp.layers.gelu import biased_gelu
-from keras_gmlp.layers.gelu import dense_gelu
-from keras_gmlp.layers.gelu import gelu
-from keras_gmlp.layers.gelu import split_dense
-from keras_gmlp.layers.gelu import split_dense_gelu
-from keras_gmlp.layers.xla_functions import portable_ops
+from keras_gmlp.kernels.gelu import biased_gelu
+from keras_gmlp.kernels.gelu import dense_gelu
+from keras_gmlp.kernels.gelu import gelu
+from keras_gmlp.kernels.gelu import split_dense
+from keras_gmlp.kernels.gelu import split_dense_gelu
+from keras_gmlp.kernels import reference_only
 from tests.gradients import gradients
 
 BACKEND = keras.config.backend()
@@ -129,7 +129,7 @@ def test_portable_ops_trace_no_xla_function():
     norm.build((None, 16))
     assert xla_functions(tf.function(gelu))
     assert xla_functions(tf.function(norm))
-    with portable_ops():
+    with reference_only():
         assert not xla_functions(tf.function(gelu))
         assert not xla_functions(tf.function(norm))
         np.testing.assert_allclose(
@@ -363,7 +363,7 @@ def test_dense_gelu_is_the_gelu_of_the_projection(policy, call, layer_class):
 def test_dense_gelu_inference_graph_is_one_fused_kernel_with_gradients():
     import tensorflow as tf
 
-    from keras_gmlp.layers.gelu import _onednn_enabled
+    from keras_gmlp.kernels.gelu import _onednn_enabled
 
     model = dense_gelu_model("float32")
     layer = model.layers[-1]
@@ -540,7 +540,7 @@ def test_split_dense_gelu_runs_one_product_per_half_except_under_torch():
         inference = fused_products(
             lambda x: split_dense_gelu(dense, x, training=False), spec
         )
-        from keras_gmlp.layers.gelu import _onednn_enabled
+        from keras_gmlp.kernels.gelu import _onednn_enabled
 
         assert len(inference) == (2 if _onednn_enabled() else 0)
     else:

@@ -29,7 +29,18 @@ MODES = ("auto", "on", "off")
 
 # Operation -> backend -> "module:function" of the kernel, imported on
 # first use.
-KERNELS = {}
+KERNELS = {
+    "gmlp_block": {
+        "jax": "keras_gmlp.kernels.gmlp_block:gmlp_block",
+        "tensorflow": "keras_gmlp.kernels.gmlp_block:gmlp_block",
+        "torch": "keras_gmlp.kernels.gmlp_block:gmlp_block",
+    },
+    "toeplitz_matrix": {
+        "tensorflow": "keras_gmlp.kernels.toeplitz_matrix:"
+        "tensorflow_toeplitz_matrix",
+        "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
+    },
+}
 
 _state = threading.local()
 _settings = {"mode": None, "operations": None}

@@ -12,13 +12,13 @@ import functools
 
 import tensorflow as tf
 
-from keras_gmlp.layers.gelu import _tensorflow_cdf_and_density
-from keras_gmlp.layers.gelu import _tensorflow_gelu
-from keras_gmlp.layers.layer_normalization import _tensorflow_layer_norm
-from keras_gmlp.layers.layer_normalization import column_sum
-from keras_gmlp.layers.layer_normalization import row_mean
-from keras_gmlp.layers.layer_normalization import tensorflow_affine_normalized
-from keras_gmlp.layers.xla_functions import widened
+from keras_gmlp.kernels.gelu import _tensorflow_cdf_and_density
+from keras_gmlp.kernels.gelu import _tensorflow_gelu
+from keras_gmlp.kernels.layer_normalization import _tensorflow_layer_norm
+from keras_gmlp.kernels.layer_normalization import column_sum
+from keras_gmlp.kernels.layer_normalization import row_mean
+from keras_gmlp.kernels.layer_normalization import tensorflow_affine_normalized
+from keras_gmlp.kernels.xla_functions import widened
 
 
 def recomputed_spatial_gate(
@@ -57,7 +57,7 @@ def recomputed_spatial_gate(
       the GELU's own gradient functions.
 
     With `hidden_biases` the gradient functions of `u`'s and `v`'s halves
-    also sum their biases' gradients, as `keras_gmlp.layers.gelu.
+    also sum their biases' gradients, as `keras_gmlp.kernels.gelu.
     biased_gelu` does (no TensorFlow `Sum` over the expanded activations).
 
     Each value is rounded to the compute dtype where the usual call
@@ -85,7 +85,7 @@ def recomputed_spatial_gate(
         projection_bias: `None` or a tensor `(d,)`, with `kernel`.
         hidden_biases: `None` or, with `hidden` a pair, the pair of biases
             `(c,)` added to its halves (`hidden` then the products before
-            them: `keras_gmlp.layers.gelu.split_products`).
+            them: `keras_gmlp.kernels.gelu.split_products`).
 
     Returns:
         Tensor `(batch, tokens, c)`, or `(batch, tokens, d)` with `kernel`,
@@ -196,7 +196,7 @@ def inference_spatial_gate(
     under a bfloat16 policy.
 
     Otherwise TensorFlow's graph optimiser fuses each half's product, bias
-    and GELU into one oneDNN kernel (`keras_gmlp.layers.gelu.dense_gelu`),
+    and GELU into one oneDNN kernel (`keras_gmlp.kernels.gelu.dense_gelu`),
     which in bfloat16 runs `inner_product`, not the AMX kernels of a plain
     `MatMul`, and the XLA GELU after a plain product costs another pass
     over the expanded activations. Here the products are plain `MatMul`s
@@ -207,7 +207,7 @@ def inference_spatial_gate(
     It makes gMLP-S/16 inference at batch 32 1.2x faster on a CPU with AMX
     (`benchmarks/vision.py`); in float32 and float16, and in bfloat16
     without AMX, the fused kernels are faster, so the unit takes this
-    gate only on a CPU with AMX (`keras_gmlp.layers.cpu_features.has_amx`).
+    gate only on a CPU with AMX (`keras_gmlp.kernels.cpu_features.has_amx`).
 
     Each value is rounded to the compute dtype where the usual call rounds
     it (the sum of product and bias too, as `biased_gelu` rounds it in
@@ -216,7 +216,7 @@ def inference_spatial_gate(
     Args:
         products: pair of tensors `(batch, tokens, c)`, the halves'
             products before their biases
-            (`keras_gmlp.layers.gelu.split_products`).
+            (`keras_gmlp.kernels.gelu.split_products`).
         biases: pair of tensors `(c,)`, the halves' biases.
         gamma: tensor `(c,)`, the norm's scale.
         beta: tensor `(c,)`, the norm's center.
@@ -263,7 +263,7 @@ def training_normalized_gelu(hidden_v, bias_v, gamma, beta, epsilon):
 
     Args:
         hidden_v: tensor `(batch, tokens, c)`, the gate's half's product
-            before its bias (`keras_gmlp.layers.gelu.split_products`).
+            before its bias (`keras_gmlp.kernels.gelu.split_products`).
         bias_v: tensor `(c,)`, its bias.
         gamma: tensor `(c,)`, the norm's scale.
         beta: tensor `(c,)`, the norm's center.
@@ -339,7 +339,7 @@ def training_gelu_gate(
 
     Args:
         hidden_u: tensor `(batch, tokens, c)`, the gated half's product
-            before its bias (`keras_gmlp.layers.gelu.split_products`).
+            before its bias (`keras_gmlp.kernels.gelu.split_products`).
         bias_u: tensor `(c,)`, its bias.
         product: tensor `(batch, tokens, c)`, `W @ LayerNorm(v)`.
         bias: tensor `(tokens,)`, `b`.

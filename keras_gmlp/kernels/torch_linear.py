@@ -10,8 +10,8 @@ import functools
 import torch
 from torch.autograd.function import once_differentiable
 
-from keras_gmlp.layers import cpu_features
-from keras_gmlp.layers.xla_functions import tracing_portable_ops
+from keras_gmlp.kernels import cpu_features
+from keras_gmlp.kernels.xla_functions import tracing_portable_ops
 
 
 def linear(x, weight, bias=None):
@@ -63,9 +63,9 @@ def takes_onednn(a, b, multiply_adds, bias=None, weight_elements=0):
     `bias`; `b` a weight of `weight_elements`) runs on oneDNN: float32
     operands, at least `MIN_MULTIPLY_ADDS` or `MIN_WEIGHT_ELEMENTS`, on
     an AMD CPU
-    (`keras_gmlp.layers.cpu_features.is_amd`), with torch's oneDNN linear
+    (`keras_gmlp.kernels.cpu_features.is_amd`), with torch's oneDNN linear
     available, outside `torch.compile`, `torch.export`, tracing and
-    `keras_gmlp.layers.xla_functions.portable_ops()` (which see the
+    `keras_gmlp.kernels.reference_only()` (which see the
     plain op)."""
     return (
         a.dtype == torch.float32
@@ -195,7 +195,7 @@ def takes_onednn_over_tokens(weight, x, multiply_adds):
     """Whether `over_tokens` and its gradients of `weight` and `x` (or the
     upstream gradient), `multiply_adds` of them, run on oneDNN:
     `takes_onednn`'s rule, on an AMD CPU of family 26 or later
-    (`keras_gmlp.layers.cpu_features.cpu_family`).
+    (`keras_gmlp.kernels.cpu_features.cpu_family`).
 
     On an earlier family (25) torch's MKL runs the batched product about
     as fast as oneDNN, and the rows' copies (`token_rows`) cost more than

@@ -68,7 +68,7 @@ def operands(rng, batch_shape, dtype, attention, projection=False):
 
 def gate_of(tensors):
     """`recomputed_spatial_gate` of `operands`' tensors."""
-    from keras_gmlp.layers.torch_spatial_gate import recomputed_spatial_gate
+    from keras_gmlp.kernels.torch_spatial_gate import recomputed_spatial_gate
 
     return recomputed_spatial_gate(
         tensors["hidden"],

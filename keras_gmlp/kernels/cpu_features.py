@@ -25,7 +25,7 @@ def has_amx(cpuinfo_path="/proc/cpuinfo"):
 
     Example:
 
-    >>> from keras_gmlp.layers.cpu_features import has_amx
+    >>> from keras_gmlp.kernels.cpu_features import has_amx
     >>> isinstance(has_amx(), bool)
     True
     """
@@ -39,7 +39,7 @@ def is_amd(cpuinfo_path="/proc/cpuinfo"):
 
     There Intel's MKL, which torch's CPU wheels call for float32
     matmuls, takes a path slower than oneDNN's, which the same wheels
-    carry (`keras_gmlp.layers.torch_linear`). Where `cpuinfo_path` cannot
+    carry (`keras_gmlp.kernels.torch_linear`). Where `cpuinfo_path` cannot
     be read (not Linux), `False`.
 
     Args:
@@ -50,7 +50,7 @@ def is_amd(cpuinfo_path="/proc/cpuinfo"):
 
     Example:
 
-    >>> from keras_gmlp.layers.cpu_features import is_amd
+    >>> from keras_gmlp.kernels.cpu_features import is_amd
     >>> isinstance(is_amd(), bool)
     True
     """
@@ -72,7 +72,7 @@ def has_avx512(cpuinfo_path="/proc/cpuinfo"):
 
     Example:
 
-    >>> from keras_gmlp.layers.cpu_features import has_avx512
+    >>> from keras_gmlp.kernels.cpu_features import has_avx512
     >>> isinstance(has_avx512(), bool)
     True
     """
@@ -86,7 +86,7 @@ def cpu_family(cpuinfo_path="/proc/cpuinfo"):
 
     On AMD's, family 26 (Zen 5) runs AVX-512 at its full width, family 25
     (Zen 4) on two 256-bit halves. torch's token product takes oneDNN
-    from family 26 only (`keras_gmlp.layers.torch_linear
+    from family 26 only (`keras_gmlp.kernels.torch_linear
     .takes_onednn_over_tokens`).
 
     Args:
@@ -97,7 +97,7 @@ def cpu_family(cpuinfo_path="/proc/cpuinfo"):
 
     Example:
 
-    >>> from keras_gmlp.layers.cpu_features import cpu_family
+    >>> from keras_gmlp.kernels.cpu_features import cpu_family
     >>> cpu_family() >= 0
     True
     """

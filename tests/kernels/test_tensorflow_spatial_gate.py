@@ -141,7 +141,7 @@ def test_gradients_match_tensorflow_differentiation(
 
 
 def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
-    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.kernels import reference_only
 
     x = rng.normal(size=(2, 6, 8)).astype("float32")
     block = rematerialized_block(ffn_dim=12)
@@ -150,7 +150,7 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
     assert gates == 1
     _, gates = counting_gates(lambda: block(x, training=False))
     assert gates == 0
-    with portable_ops():
+    with reference_only():
         _, gates = counting_gates(lambda: block(x, training=True))
     assert gates == 0
     # Without the scope, the training gate (which keeps more), not this.
@@ -210,7 +210,7 @@ def test_training_gate_matches_tensorflow_differentiation(
 
 
 def test_training_gate_in_default_training_only(rng):
-    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.kernels import reference_only
 
     x = rng.normal(size=(2, 6, 8)).astype("float32")
 
@@ -230,7 +230,7 @@ def test_training_gate_in_default_training_only(rng):
     # The FFT product and the gatings without halves take the usual call.
     assert gates(spatial="toeplitz", method="fft") == (0, 0)
     assert gates(gating="multiplicative") == (0, 0)
-    with portable_ops():
+    with reference_only():
         assert gates() == (0, 0)
     # A block made under the scope takes the recomputing gate instead.
     with keras.RematScope(mode="activations"):
@@ -271,7 +271,7 @@ def counting_inference_gates(function):
 @pytest.fixture
 def amx(monkeypatch):
     """Runs a test as on a CPU with AMX, where the bfloat16 inference gate
-    is taken (`keras_gmlp.layers.cpu_features.has_amx`), whatever this
+    is taken (`keras_gmlp.kernels.cpu_features.has_amx`), whatever this
     machine's CPU."""
     from keras_gmlp.layers import cpu_features
 
@@ -334,7 +334,7 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
     # Without AMX, oneDNN's fused product, bias and GELU runs on the same
     # units as a plain product, and is faster than the gate.
     from keras_gmlp.layers import cpu_features
-    from keras_gmlp.layers.gelu import _onednn_enabled
+    from keras_gmlp.kernels.gelu import _onednn_enabled
 
     monkeypatch.setattr(cpu_features, "has_amx", lambda: False)
     x = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -353,7 +353,7 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
 
 
 def test_inference_gate_in_bfloat16_inference_only(rng, amx):
-    from keras_gmlp.layers.xla_functions import portable_ops
+    from keras_gmlp.kernels import reference_only
 
     x = rng.normal(size=(2, 6, 8)).astype("float32")
 
@@ -371,7 +371,7 @@ def test_inference_gate_in_bfloat16_inference_only(rng, amx):
     assert gates(policy="mixed_float16") == 0
     # The FFT product takes the usual call.
     assert gates(spatial="toeplitz", method="fft") == 0
-    with portable_ops():
+    with reference_only():
         assert gates() == 0
     # A block made under the scope recomputes in training only.
     with keras.RematScope(mode="activations"):
@@ -471,7 +471,7 @@ def test_training_gate_with_projection_matches_numpy(with_attention, rng):
     # against TensorFlow's differentiation of its own ops.
     import tensorflow as tf
 
-    from keras_gmlp.layers.tensorflow_spatial_gate import training_gelu_gate
+    from keras_gmlp.kernels.tensorflow_spatial_gate import training_gelu_gate
     from tests import reference
 
     def normal(*shape):
@@ -524,7 +524,7 @@ def test_training_gate_with_projection_matches_numpy(with_attention, rng):
 def test_training_gate_takes_the_projection_kernel_and_bias_together():
     import tensorflow as tf
 
-    from keras_gmlp.layers.tensorflow_spatial_gate import training_gelu_gate
+    from keras_gmlp.kernels.tensorflow_spatial_gate import training_gelu_gate
 
     x = tf.zeros((1, 2, 3))
     with pytest.raises(ValueError, match="projection_bias=None"):

@@ -6,7 +6,7 @@ Imported by the unit under the JAX backend only.
 
 import jax
 
-from keras_gmlp.layers.jax_backward import after_upstream
+from keras_gmlp.kernels.jax_backward import after_upstream
 
 
 def recomputed_spatial_gate(

@@ -25,7 +25,7 @@ def matmul(x, y):
     rounding. That case supports reverse-mode gradients only (no
     `jax.jvp`). Other JAX products of an `x` of more than two axes are
     products of its rows (`jax_rows_matmul`). Under torch, operands of
-    one dtype are `keras_gmlp.layers.torch_linear.linear` of `y`'s
+    one dtype are `keras_gmlp.kernels.torch_linear.linear` of `y`'s
     transpose (float32 on oneDNN on an AMD CPU). Every other case is
     `keras.ops.matmul`.
 
@@ -38,7 +38,7 @@ def matmul(x, y):
 
     Example:
 
-    >>> from keras_gmlp.layers.matmul import matmul
+    >>> from keras_gmlp.kernels.matmul import matmul
     >>> x = np.ones((2, 3, 4), "float32")
     >>> y = np.full((4, 5), 0.5, "float32")
     >>> keras.ops.convert_to_numpy(matmul(x, y))[0, 0].tolist()
@@ -64,7 +64,7 @@ def matmul(x, y):
         and len(y.shape) == 2
         and x.dtype == y.dtype
     ):
-        from keras_gmlp.layers.torch_linear import linear
+        from keras_gmlp.kernels.torch_linear import linear
 
         return linear(x, y.T)
     return ops.matmul(x, y)

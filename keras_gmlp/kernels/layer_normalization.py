@@ -6,8 +6,7 @@ import functools
 import keras
 from keras import ops
 
-from keras_gmlp.layers.xla_functions import widened
-from keras_gmlp.layers.xla_functions import xla_functions_enabled
+from keras_gmlp.kernels.xla_functions import widened
 
 
 def jax_mean(x):
@@ -59,7 +58,7 @@ def _jax_normalize(mean_rows=jax_mean):
 def _jax_scale():
     """`x * gamma`, `gamma` over the last axis, as a JAX function whose
     backward pass reads `gamma` apart from the forward pass's
-    (`keras_gmlp.layers.jax_backward.after_upstream`, a `jax.custom_vjp`).
+    (`keras_gmlp.kernels.jax_backward.after_upstream`, a `jax.custom_vjp`).
 
     Under JAX's own gradient XLA:CPU broadcasts `gamma` to the
     activations' shape once, writes that array out, and keeps it from the
@@ -68,7 +67,7 @@ def _jax_scale():
     """
     import jax
 
-    from keras_gmlp.layers.jax_backward import after_upstream
+    from keras_gmlp.kernels.jax_backward import after_upstream
 
     @jax.custom_vjp
     def scale(x, gamma):
@@ -227,81 +226,69 @@ def _tensorflow_layer_norm_functions(sum_rows, mean_rows):
         )
 
     # The XLA functions themselves, for gradients written by hand
-    # (`keras_gmlp.layers.tensorflow_spatial_gate`).
+    # (`keras_gmlp.kernels.tensorflow_spatial_gate`).
     layer_norm.forward, layer_norm.backward = forward, backward
     return layer_norm
 
 
-@keras.saving.register_keras_serializable(package="keras_gmlp")
-class LayerNormalization(keras.layers.LayerNormalization):
-    """`keras.layers.LayerNormalization`, faster under JAX and TensorFlow.
+def layer_norm(layer, inputs):
+    """`keras.layers.LayerNormalization.call(layer, inputs)`, faster.
 
-    The same layer, arguments and weights. Under the JAX backend, a
-    normalisation over the last axis (not RMS scaling) takes its input
-    gradient from the closed form `(g - mean(g) - y * mean(g * y)) / std`
-    (`g` the gradient of the normalised `y`) instead of the one JAX
-    derives from the mean and the variance, which XLA:CPU runs about
-    twice as slowly. Under TensorFlow, one with a scale and a center is an
-    XLA-compiled function with the same closed-form gradients
-    (`keras_gmlp.layers.xla_functions`; exports trace Keras' own call).
-    Under torch, one with a scale and a center is one
-    `torch.nn.functional.layer_norm` of the inputs as they come (bfloat16
-    or float16 ones with the float32 weights, computed in float32 and
-    rounded once) instead of Keras' cast, norm and cast back. Other axes
-    run Keras' own call.
-    It computes in float32 at least, as Keras does, under every dtype
-    policy. Under JAX it supports reverse-mode gradients only (no
-    `jax.jvp`).
+    Over the last axis (not RMS scaling): under JAX the input gradient is
+    the closed form `(g - mean(g) - y * mean(g * y)) / std` (`g` the
+    gradient of the normalised `y`), which XLA:CPU runs about twice as
+    fast as the one JAX derives (reverse mode only); under TensorFlow,
+    with a scale and a center, an XLA function with the same closed-form
+    gradients; under torch, with a scale and a center, one
+    `torch.nn.functional.layer_norm` of the inputs as they come (float32
+    inside, rounded once). Other cases run Keras' own call. It computes
+    in float32 at least, as Keras does.
 
-    Example:
-
-    >>> from keras_gmlp.layers import LayerNormalization
-    >>> layer = LayerNormalization(epsilon=1e-6)
-    >>> y = layer(np.array([[1.0, 2.0, 3.0]]))
-    >>> [round(float(v), 3) for v in keras.ops.convert_to_numpy(y)[0]]
-    [-1.225, 0.0, 1.225]
+    Args:
+        layer: a built `keras.layers.LayerNormalization`.
+        inputs: tensor.
     """
-
-    def call(self, inputs):
-        rank = len(inputs.shape)
-        axes = self.axis if isinstance(self.axis, list) else [self.axis]
-        last_axis = [axis % rank for axis in axes] == [rank - 1]
-        if self.rms_scaling or not last_axis:
-            return super().call(inputs)
-        if xla_functions_enabled() and self.scale and self.center:
-            outputs = _tensorflow_layer_norm()(
-                inputs,
-                ops.convert_to_tensor(self.gamma),
-                ops.convert_to_tensor(self.beta),
-                self.epsilon,
-            )
-            return ops.cast(outputs, self.compute_dtype)
-        if keras.config.backend() == "torch" and self.scale and self.center:
-            return self._torch_call(inputs)
-        if keras.config.backend() != "jax":
-            return super().call(inputs)
-        return jax_layer_norm(
+    rank = len(inputs.shape)
+    axes = layer.axis if isinstance(layer.axis, list) else [layer.axis]
+    last_axis = [axis % rank for axis in axes] == [rank - 1]
+    affine = layer.scale and layer.center
+    backend = keras.config.backend()
+    if layer.rms_scaling or not last_axis:
+        return keras.layers.LayerNormalization.call(layer, inputs)
+    if backend == "tensorflow" and affine:
+        outputs = _tensorflow_layer_norm()(
             inputs,
-            self.gamma if self.scale else None,
-            self.beta if self.center else None,
-            self.epsilon,
-            self.compute_dtype,
+            ops.convert_to_tensor(layer.gamma),
+            ops.convert_to_tensor(layer.beta),
+            layer.epsilon,
         )
+        return ops.cast(outputs, layer.compute_dtype)
+    if backend == "torch" and affine:
+        return _torch_layer_norm(layer, inputs)
+    if backend != "jax":
+        return keras.layers.LayerNormalization.call(layer, inputs)
+    return jax_layer_norm(
+        inputs,
+        layer.gamma if layer.scale else None,
+        layer.beta if layer.center else None,
+        layer.epsilon,
+        layer.compute_dtype,
+    )
 
-    def _torch_call(self, inputs):
-        import torch
 
-        inputs = ops.convert_to_tensor(inputs)
-        if inputs.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-            return super().call(inputs)
-        # torch normalises bfloat16 or float16 inputs with float32 weights
-        # in float32 and rounds once, as Keras' cast, float32 norm and cast
-        # back do, without their two copies of the activations.
-        outputs = torch.nn.functional.layer_norm(
-            inputs,
-            (inputs.shape[-1],),
-            self.gamma.value,
-            self.beta.value,
-            self.epsilon,
-        )
-        return ops.cast(outputs, self.compute_dtype)
+def _torch_layer_norm(layer, inputs):
+    import torch
+
+    inputs = ops.convert_to_tensor(inputs)
+    if inputs.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return keras.layers.LayerNormalization.call(layer, inputs)
+    # torch normalises bfloat16 or float16 inputs with float32 weights in
+    # float32 and rounds once, without Keras' two casts.
+    outputs = torch.nn.functional.layer_norm(
+        inputs,
+        (inputs.shape[-1],),
+        layer.gamma.value,
+        layer.beta.value,
+        layer.epsilon,
+    )
+    return ops.cast(outputs, layer.compute_dtype)

@@ -1,0 +1,151 @@
+"""The `"gmlp_block"` kernels against `GMLPBlock.reference_call`: outputs
+and gradients, float32 and mixed_bfloat16, on each backend."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp import kernels
+from keras_gmlp.kernels.gmlp_block import token_product
+from keras_gmlp.layers import GMLPBlock
+from tests.gradients import gradients
+from tests.layer_test import randomize_weights
+
+BLOCKS = {
+    "dense": {},
+    "toeplitz_causal": {"spatial": "toeplitz", "causal": True},
+    "amlp_causal": {"attention_dim": 8, "causal": True},
+    "amlp": {"attention_dim": 8},
+    "additive": {"gating": "additive"},
+    "multiplicative": {"gating": "multiplicative"},
+}
+
+
+@pytest.fixture
+def kernel_mode():
+    """Sets the kernels' mode; back to `"auto"` after the test."""
+    yield kernels.configure
+    kernels.configure("auto")
+
+
+def outputs_and_gradients(block, x, cotangent, training, mode):
+    kernels.configure(mode)
+    outputs = block(x, training=training)
+    outputs = keras.ops.convert_to_numpy(keras.ops.cast(outputs, "float32"))
+    grads = gradients(
+        block, x, cotangent, block.trainable_weights, training=training
+    )
+    return [outputs, *grads]
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_kernel_equals_the_reference(name, policy, training, rng, kernel_mode):
+    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
+    x = rng.normal(size=(3, 12, 16)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    reference = outputs_and_gradients(block, x, cotangent, training, "off")
+    kernel = outputs_and_gradients(block, x, cotangent, training, "on")
+    tolerance = 2e-5 if policy == "float32" else 3e-2
+    for got, want in zip(kernel, reference, strict=True):
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
+@pytest.mark.one_backend("tensorflow")
+def test_remat_scope_block_equals_the_reference(rng, kernel_mode):
+    with keras.RematScope(mode="activations"):
+        block = GMLPBlock(ffn_dim=48)
+    x = rng.normal(size=(3, 12, 16)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    reference = outputs_and_gradients(block, x, cotangent, True, "off")
+    kernel = outputs_and_gradients(block, x, cotangent, True, "on")
+    for got, want in zip(kernel, reference, strict=True):
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
+
+
+@pytest.mark.one_backend("torch")
+def test_auto_runs_the_reference_off_the_cpu(rng, kernel_mode, monkeypatch):
+    import torch
+
+    from keras_gmlp.kernels import gmlp_block
+
+    calls = []
+    monkeypatch.setattr(
+        gmlp_block,
+        "gated_mlp",
+        lambda *args: calls.append(args) or NotImplemented,
+    )
+    block = GMLPBlock(ffn_dim=8)
+    block.build((1, 4, 4))
+    kernel_mode("auto")
+    block(torch.zeros((1, 4, 4), device="meta"))
+    assert not calls
+    with pytest.raises(TypeError):
+        # On a CPU tensor the kernel runs (here the stub, which breaks it).
+        block(torch.zeros((1, 4, 4)))
+    assert calls
+
+
+class TokenProduct(keras.layers.Layer):
+    """`token_product(W, v, b)` of its weights, `v` cast to `dtype`."""
+
+    def __init__(self, n, product_dtype, **kwargs):
+        super().__init__(**kwargs)
+        self.n, self.product_dtype = n, product_dtype
+
+    def build(self, input_shape):
+        self.weight = self.add_weight((self.n, input_shape[-2]), name="w")
+        self.bias_weight = self.add_weight((self.n,), name="b")
+
+    def call(self, v):
+        v = keras.ops.cast(v, self.product_dtype)
+        weight = keras.ops.cast(self.weight, self.product_dtype)
+        bias = keras.ops.cast(self.bias_weight, self.product_dtype)
+        return token_product(weight, v, bias)
+
+
+# Under JAX a hand-written gradient for a 3-D `v`, `W`'s as one dot per
+# example up to 32, above as one dot; a 4-D `v` broadcasts over two axes.
+@pytest.mark.parametrize("shape", [(3, 7, 5), (33, 7, 5), (2, 3, 7, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_token_product_and_gradients_match_numpy(dtype, shape, rng):
+    layer = TokenProduct(6, dtype)
+    layer.build(shape)
+    randomize_weights(layer, rng)
+    v = rng.normal(size=shape).astype("float32")
+    cotangent = rng.normal(size=(*shape[:-2], 6, shape[-1]))
+    weight, bias = (keras.ops.convert_to_numpy(w) for w in layer.weights)
+    if dtype == "bfloat16":  # what the product sees
+        v, weight, bias = (
+            keras.ops.convert_to_numpy(
+                keras.ops.cast(keras.ops.cast(a, dtype), "float32")
+            )
+            for a in (v, weight, bias)
+        )
+    v64, weight64 = v.astype("float64"), weight.astype("float64")
+    expected = np.einsum("ij,...jc->...ic", weight64, v64) + bias[:, None]
+    by_input = np.einsum("ij,...ic->...jc", weight64, cotangent)
+    by_weight = np.einsum(
+        "bic,bjc->ij",
+        cotangent.reshape(-1, *cotangent.shape[-2:]),
+        v64.reshape(-1, *shape[-2:]),
+    )
+    by_bias = cotangent.sum(axis=tuple(range(len(shape) - 2)) + (-1,))
+    actual = keras.ops.convert_to_numpy(keras.ops.cast(layer(v), "float32"))
+    tolerance = 1e-5 if dtype == "float32" else 2e-2
+    grads = gradients(layer, v, cotangent.astype("float32"), layer.weights)
+    for got, want in zip(
+        [actual, *grads],
+        [expected, by_input, by_weight, by_bias],
+        strict=True,
+    ):
+        assert got.shape == want.shape
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
