@@ -4,7 +4,6 @@ import threading
 import keras
 from keras import ops
 
-from keras_gmlp import kernels
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
 
@@ -72,10 +71,11 @@ def fft_token_product(v, taps, bias, fft_length):
     x = ops.swapaxes(ops.cast(v, "float32"), -1, -2)
     zeros = ops.zeros(tuple(ops.shape(x)[:-1]) + (fft_length,), "float32")
     x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
-    x_real, x_imag = ops.rfft(x)
-    h_real, h_imag = ops.rfft(taps)
+    x_real, x_imag = ops.rfft(x, fft_length)
+    h_real, h_imag = ops.rfft(taps, fft_length)
     y = ops.irfft(
-        (x_real * h_real - x_imag * h_imag, x_real * h_imag + x_imag * h_real)
+        (x_real * h_real - x_imag * h_imag, x_real * h_imag + x_imag * h_real),
+        fft_length,
     )
     y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
     return ops.cast(y + bias[:, None], v.dtype)
@@ -234,9 +234,11 @@ class SpatialGatingUnit(keras.layers.Layer):
                 "(its sequence_length)."
             )
 
-    def spatial_weight(self, length):
+    def spatial_weight(self, length=None):
         """The `(length, length)` token-mixing matrix `W` (lower
-        triangular if causal); `length` may be symbolic."""
+        triangular if causal); `length` may be symbolic and defaults to
+        `sequence_length`."""
+        length = self.sequence_length if length is None else length
         if self.spatial == "toeplitz":
             weight = toeplitz_matrix(self.kernel, length)
         else:
@@ -269,7 +271,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             return self.token_product_by_fft(v, length)
         weight = ops.cast(self.spatial_weight(length), v.dtype)
         bias = ops.cast(leading(self.bias, length, 0), v.dtype)
-        return ops.einsum("ij,bjc->bic", weight, v) + bias[:, None]
+        return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
 
     def token_product_by_fft(self, v, length):
         """`token_product` of a Toeplitz `W` as a linear convolution:
@@ -290,9 +292,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             axis=0,
         )
         bias = leading(ops.cast(self.bias, "float32"), length, 0)
-        return kernels.dispatch(
-            "fft_token_product", fft_token_product, v, filter_taps, bias
-        )
+        return fft_token_product(v, filter_taps, bias, fft_length)
 
     def gate(self, u, mixed, attention=None):
         """The gating of `u` by the token product `mixed`."""
@@ -363,7 +363,7 @@ class SpatialGatingUnit(keras.layers.Layer):
                 start,
                 k,
             )
-            bias = ops.slice(self.bias, [start], [k])
+            bias = ops.slice(ops.convert_to_tensor(self.bias), [start], [k])
             mixed = (
                 ops.einsum("ij,bjc->bic", ops.cast(weight, cache.dtype), cache)
                 + ops.cast(bias, cache.dtype)[:, None]

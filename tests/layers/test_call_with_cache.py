@@ -7,7 +7,6 @@ import pytest
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers import TinyAttention
-from keras_gmlp.layers import spatial_gating_unit
 from tests import reference
 from tests.layer_test import randomize_weights
 
@@ -172,54 +171,21 @@ def test_spatial_gating_unit_row_ignores_the_cache_after_it(
 
 
 @pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
-def test_eager_torch_decodes_a_token_from_the_positions_it_sees(
-    spatial, rng, monkeypatch
-):
-    # Under torch one decoded token's row is the i + 1 entries it sees
-    # (`_torch_decoded_row`), not a max_length row masked after i, which
-    # the compiled backends need (fixed shapes in their loops).
-    layer = SpatialGatingUnit(
-        sequence_length=LENGTH, spatial=spatial, causal=True
-    )
-    layer.build((2, LENGTH, 6))
-    z = rng.normal(size=(2, 1, 6)).astype("float32")
-    cache = layer.empty_cache(2, LENGTH)
-    full_rows = []
-    for name in ("_dense_rows", "_toeplitz_rows"):
-        original = getattr(SpatialGatingUnit, name)
-
-        def recorded(self, *args, original=original, name=name):
-            full_rows.append(name)
-            return original(self, *args)
-
-        monkeypatch.setattr(SpatialGatingUnit, name, recorded)
-    layer.call_with_cache(z, cache, keras.ops.convert_to_tensor(5, "int32"))
-    if keras.config.backend() == "torch":
-        assert full_rows == []
-    else:
-        assert full_rows == [f"_{spatial}_rows"]
-
-
-@pytest.mark.parametrize("spatial", ["dense", "toeplitz"])
-def test_spatial_gating_unit_rows_at_a_tensor_position(
-    spatial, rng, monkeypatch
-):
-    # Where the position stays a tensor (JAX and TensorFlow loops, torch
-    # while it compiles or exports), the row is the masked max_length
-    # one; under eager torch that path is taken only when told torch is
-    # compiling.
-    monkeypatch.setattr(spatial_gating_unit, "_torch_compiling", lambda: True)
+def test_spatial_gating_unit_rows_at_a_tensor_position(spatial, rng):
+    # A compiled decoding loop (JAX, TensorFlow) holds the position as a
+    # tensor: the row is the masked max_length one.
     z = rng.normal(size=(2, LENGTH, 6)).astype("float32")
     layer = SpatialGatingUnit(
         sequence_length=LENGTH + 2, spatial=spatial, causal=True
     )
     layer.build(z.shape)
     randomize_weights(layer, rng)
-    assert not isinstance(
-        spatial_gating_unit.cache_index(keras.ops.convert_to_tensor(3)), int
+    cache = layer.empty_cache(2, LENGTH)
+    _, cache = layer.call_with_cache(z[:, :3], cache, 0)
+    outputs, _ = layer.call_with_cache(
+        z[:, 3:4], cache, keras.ops.convert_to_tensor(3, "int32")
     )
-    outputs, _ = decode(layer, z, layer.empty_cache(2, LENGTH))
-    assert_close(outputs, as_numpy(layer(z)), "float32")
+    assert_close(as_numpy(outputs), as_numpy(layer(z))[:, 3:4], "float32")
 
 
 def test_spatial_gating_unit_adds_the_attention(rng):

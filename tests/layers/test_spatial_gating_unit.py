@@ -5,7 +5,6 @@ from absl.testing import parameterized
 
 from keras_gmlp.layers import SpatialGatingUnit
 from tests import reference
-from tests.gradients import gradients
 from tests.layer_test import LayerTestCase
 from tests.layer_test import randomize_weights
 

@@ -6,10 +6,8 @@ import pytest
 
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
-from keras_gmlp.layers import cpu_features
 from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
-from keras_gmlp.layers.spatial_gating_unit import circular_convolution
-from keras_gmlp.layers.spatial_gating_unit import fft_crossover
+from keras_gmlp.layers.spatial_gating_unit import fft_token_product
 from tests.gradients import gradients as layer_gradients
 
 BACKEND = keras.config.backend()
@@ -185,64 +183,8 @@ def test_fft_under_mixed_bfloat16(causal, rng):
     assert_close(by_fft[0], gradients(matmul, z, cotangent)[0], 1e-2)
 
 
-CPUINFO = """vendor_id\t: {vendor}
-cpu family\t: {family}
-model\t\t: 17
-"""
-
-
-@pytest.mark.parametrize(
-    "vendor, family, expected",
-    [
-        ("AuthenticAMD", 25, 512),
-        ("AuthenticAMD", 26, None),
-        ("AuthenticAMD", 23, None),
-        ("GenuineIntel", 6, None),
-        ("GenuineIntel", 25, None),
-    ],
-)
-def test_narrow_units_cross_over_sooner_on_amds_family_25(
-    vendor, family, expected, tmp_path
-):
-    # Its float32 matmul runs at half family 26's rate: whole masked-LM
-    # steps with the FFT product are faster from 512 tokens there at 256
-    # gated channels, not at 1,536.
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(CPUINFO.format(vendor=vendor, family=family))
-    for backend in ("jax", "tensorflow", "torch"):
-        default = FFT_CROSSOVER[backend]
-        for channels, want in [
-            (128, expected or default),
-            (256, expected or default),
-            (257, default),
-            (1536, default),
-            (None, default),
-        ]:
-            got = fft_crossover(backend, channels, cpuinfo_path=str(cpuinfo))
-            assert got == want, (backend, channels)
-    missing = str(tmp_path / "missing")
-    assert fft_crossover("jax", 256, cpuinfo_path=missing) == 1024
-
-
-@pytest.mark.parametrize(
-    "family, channels, crossover",
-    [(25, 512, 512), (25, 1024, None), (26, 512, None)],
-)
-def test_a_built_unit_takes_its_cpus_crossover_for_its_width(
-    family, channels, crossover, monkeypatch
-):
-    monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
-    monkeypatch.setattr(cpu_features, "cpu_family", lambda: family)
-    crossover = crossover or FFT_CROSSOVER[BACKEND]
-    unit = SpatialGatingUnit(sequence_length=1024, spatial="toeplitz")
-    unit.build((None, 1024, channels))
-    assert unit.gate_channels == channels // 2
-    assert unit.uses_fft(crossover)
-    assert not unit.uses_fft(crossover - 1)
-
-
 def test_auto_takes_the_fft_from_the_crossover_on():
-    crossover = fft_crossover(BACKEND)
+    crossover = FFT_CROSSOVER
     unit = SpatialGatingUnit(sequence_length=crossover, spatial="toeplitz")
     assert unit.toeplitz_method == "auto"
     assert unit.uses_fft(crossover)
@@ -336,23 +278,25 @@ def test_unknown_length_in_a_graph_gives_the_same_values(causal, rng):
             assert_close(actual, expected, 1e-5)
 
 
+@pytest.mark.parametrize("fft_length", [8, 15])
 @pytest.mark.parametrize("length", [8, 5, 1])
-def test_circular_convolution_equals_numpy(length, rng):
-    """`y[..., k] = sum_j x[..., j] taps[(k - j) mod L]`, `x` zero-padded
-    to `L`, batch axes kept."""
-    fft_length = 8
-    x = rng.normal(size=(2, 3, length)).astype("float32")
+def test_fft_token_product_is_the_circular_convolution(length, fft_length, rng):
+    """`y[k] = sum_j v[j] taps[(k - j) mod L] + b[k]` over the tokens, `v`
+    zero-padded to `L`, the first `length` outputs kept."""
+    v = rng.normal(size=(2, length, 3)).astype("float32")
     taps = rng.normal(size=(fft_length,)).astype("float32")
-    padded = np.zeros((2, 3, fft_length))
-    padded[..., :length] = x
-    expected = np.zeros((2, 3, fft_length))
+    bias = rng.normal(size=(length,)).astype("float32")
+    padded = np.zeros((2, fft_length, 3))
+    padded[:, :length] = v
+    expected = np.zeros((2, fft_length, 3))
     for k in range(fft_length):
         for j in range(fft_length):
-            expected[..., k] += padded[..., j] * taps[(k - j) % fft_length]
-    actual = circular_convolution(
-        keras.ops.convert_to_tensor(x),
+            expected[:, k] += padded[:, j] * taps[(k - j) % fft_length]
+    expected = expected[:, :length] + bias[:, None]
+    actual = fft_token_product(
+        keras.ops.convert_to_tensor(v),
         keras.ops.convert_to_tensor(taps),
+        keras.ops.convert_to_tensor(bias),
         fft_length,
     )
-    assert tuple(actual.shape) == (2, 3, fft_length)
-    assert_close(keras.ops.convert_to_numpy(actual), expected, 1e-6)
+    assert_close(keras.ops.convert_to_numpy(actual), expected, 1e-5)

@@ -7,11 +7,11 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.kernels import reference_only
+from keras_gmlp.kernels.toeplitz_matrix import tiled_matrix
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.toeplitz_matrix import gathered_matrix
-from keras_gmlp.layers.toeplitz_matrix import tiled_matrix
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
-from keras_gmlp.kernels import reference_only
 
 BACKEND = keras.config.backend()
 # The tokens of the taps: 2 * TOKENS - 1 of them.
@@ -65,10 +65,9 @@ def as_numpy(x):
     return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
 
 
-TRACES = [contextlib.nullcontext]
-if BACKEND == "tensorflow":
-    # The XLA functions, and the gather that exports trace.
-    TRACES.append(portable_ops)
+# The backend's kernel (TensorFlow's XLA functions, torch's tiled taps),
+# and the reference gather.
+TRACES = [contextlib.nullcontext, reference_only]
 
 
 @pytest.mark.parametrize("trace", TRACES)
