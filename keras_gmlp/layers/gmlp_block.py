@@ -54,15 +54,6 @@ class GMLPBlock(keras.layers.Layer):
     >>> tuple(keras_gmlp.layers.GMLPBlock(ffn_dim=64)(x).shape)
     (2, 16, 32)
 
-    A causal aMLP block, with the last two tokens of each row padding:
-
-    >>> block = keras_gmlp.layers.GMLPBlock(
-    ...     ffn_dim=64, attention_dim=8, causal=True
-    ... )
-    >>> padding_mask = np.array([[True] * 14 + [False] * 2] * 2)
-    >>> tuple(block(x, padding_mask=padding_mask).shape)
-    (2, 16, 32)
-
     References:
         - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
     """
@@ -180,19 +171,8 @@ class GMLPBlock(keras.layers.Layer):
         return inputs + self.drop_path(hidden, training=training)
 
     def empty_cache(self, batch_size, max_length):
-        """A zero decoding cache for `call_with_cache`.
-
-        Args:
-            batch_size: int or scalar tensor.
-            max_length: int. Tokens the cache holds: the prompt and the
-                tokens to generate, at most `sequence_length`.
-
-        Returns:
-            A dict: `"spatial_gating_unit"`, the normalised gate inputs
-            `(batch_size, max_length, gate_channels)`, and for aMLP
-            `"tiny_attention"`, its keys and values `(batch_size, 2,
-            max_length, attention_dim)`.
-        """
+        """A zero decoding cache for `call_with_cache`: a dict of the
+        unit's cache and, for aMLP, the tiny attention's."""
         cache = {
             "spatial_gating_unit": self.spatial_gating_unit.empty_cache(
                 batch_size, max_length
@@ -207,33 +187,19 @@ class GMLPBlock(keras.layers.Layer):
     def call_with_cache(
         self, inputs, cache, cache_update_index, padding_mask=None
     ):
-        """The outputs of positions `[start, start + k)`, with a cache.
-
-        Incremental decoding: the channel projections act on the new
-        positions only, the spatial gating unit multiplies one row of its
-        weight by the cached normalised gate inputs and the tiny attention
-        attends to its cached keys and values, so a token costs
-        `O(max_length)` instead of the `O(max_length^2)` of a full pass.
-        The outputs equal those of `call` on the whole prefix (up to
-        rounding). Causal blocks only; no stochastic depth.
+        """`call` of positions `[start, start + k)` of a causal block,
+        with a cache (incremental decoding, `O(max_length)` a token): the
+        outputs equal `call`'s on the whole prefix, up to rounding.
 
         Args:
-            inputs: tensor `(batch, k, d_model)`, the inputs of positions
-                `[cache_update_index, cache_update_index + k)`. With
-                `cache_update_index=0` and `k = max_length` (the prompt's
-                prefill) it computes the full causal pass and fills the
-                cache.
-            cache: dict, as `empty_cache` makes it or this method returns
-                it.
-            cache_update_index: int or int scalar tensor. Position of the
-                first of `inputs`.
+            inputs: tensor `(batch, k, d_model)`.
+            cache: dict, from `empty_cache` or this method.
+            cache_update_index: int or int scalar tensor, `start`.
             padding_mask: optional boolean tensor `(batch, max_length)`,
-                `False` for positions that are padding; used by the tiny
-                attention only, as in `call`.
+                for the tiny attention, as in `call`.
 
         Returns:
-            `(outputs, cache)`: outputs `(batch, k, d_model)` and the
-            updated cache.
+            `(outputs, cache)`.
         """
         if not self.causal:
             raise ValueError(

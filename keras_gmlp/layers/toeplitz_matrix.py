@@ -1,8 +1,83 @@
-"""The Toeplitz spatial weight `W[i, j] = w[i - j]` from its taps."""
+"""The Toeplitz spatial weight `W[i, j] = w[i - j]`: its matrix, its rows
+for decoding, and its product by FFT."""
+
+import contextlib
+import threading
 
 from keras import ops
 
 from keras_gmlp import kernels
+
+# Export formats whose converters take no FFT: tf2onnx has no IRFFT, and
+# LiteRT runs TensorFlow's RFFT and IRFFT only with its Flex delegate.
+FFT_FREE_FORMATS = ("onnx", "litert")
+_tracing = threading.local()
+
+
+@contextlib.contextmanager
+def materialised_toeplitz():
+    """Within it, Toeplitz weights are applied as the `n x n` product,
+    never by FFT (the exports to `FFT_FREE_FORMATS` trace under it)."""
+    previous = getattr(_tracing, "materialised", False)
+    _tracing.materialised = True
+    try:
+        yield
+    finally:
+        _tracing.materialised = previous
+
+
+def traces_materialised_toeplitz():
+    """Whether the calls run inside `materialised_toeplitz()`."""
+    return getattr(_tracing, "materialised", False)
+
+
+def fast_fft_length(minimum):
+    """The smallest `2^a 3^b 5^c` at least `minimum`: a fast FFT length."""
+    best, three = 1, 1
+    while best < minimum:
+        best *= 2
+    while three < best:
+        odd = three
+        while odd < best:
+            candidate = odd
+            while candidate < minimum:
+                candidate *= 2
+            best, odd = min(best, candidate), odd * 5
+        three *= 3
+    return best
+
+
+def is_static(length):
+    """Whether a length is a Python int (not a tensor or a symbol)."""
+    return isinstance(length, int)
+
+
+def leading(x, length, axis):
+    """The first `length` entries of `x` along `axis` (a gather for a
+    symbolic `length`, as in a JAX export)."""
+    if is_static(length):
+        index = [slice(None)] * len(x.shape)
+        index[axis] = slice(None, length)
+        return x[tuple(index)]
+    return ops.take(x, ops.arange(length), axis=axis)
+
+
+def fft_token_product(v, taps, bias, fft_length):
+    """`W @ v + b` for a Toeplitz `W`: the circular convolution of `v`
+    `(batch, length, channels)`, zero-padded to `fft_length` tokens, with
+    the filter `taps` `(fft_length,)`, by real FFT in float32."""
+    length = v.shape[-2] if is_static(v.shape[-2]) else ops.shape(v)[-2]
+    x = ops.swapaxes(ops.cast(v, "float32"), -1, -2)
+    zeros = ops.zeros(tuple(ops.shape(x)[:-1]) + (fft_length,), "float32")
+    x = ops.concatenate([x, zeros], axis=-1)[..., :fft_length]
+    x_real, x_imag = ops.rfft(x, fft_length)
+    h_real, h_imag = ops.rfft(taps, fft_length)
+    y = ops.irfft(
+        (x_real * h_real - x_imag * h_imag, x_real * h_imag + x_imag * h_real),
+        fft_length,
+    )
+    y = ops.swapaxes(leading(y, length, axis=-1), -1, -2)
+    return ops.cast(y + bias[:, None], v.dtype)
 
 
 def toeplitz_matrix(taps, length):

@@ -1,0 +1,159 @@
+"""Kernels A/B: each row with every kernel on against the reference path.
+
+One process per backend (`KERAS_BACKEND`). For each row (gMLP-Ti/16 and
+gMLP-S/16 image classifiers, training and inference, and the masked LM
+of the pretraining recipe at 128 and 512 tokens, training) one model is
+built per variant, with the same weights:
+
+- `reference`: `keras_gmlp.kernels.configure("off")`, the layers' plain
+  Keras ops;
+- `kernels`: `configure("on")`, every kernel of the backend;
+- `no_<operation>`: every kernel but that operation's (`--operations`),
+  to show what each operation's kernel brings by itself.
+
+Each variant is traced (JAX, TensorFlow) or run (torch) under its own
+mode; the steps are timed in interleaved rounds (`common.alternate`).
+`x_reference` is the reference's median step time over the variant's.
+
+Usage:
+    KERAS_BACKEND=jax python benchmarks/kernels.py --rounds 3 \\
+        --name kernels_xeon
+Results: benchmarks/results/<name>_<backend>.json (default name kernels).
+"""
+
+import argparse
+import functools
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+from benchmarks import masked_lm_speed  # noqa: E402
+
+ROWS = {
+    "ti16_train": ("image", "gmlp_ti16_224", True),
+    "ti16_infer": ("image", "gmlp_ti16_224", False),
+    "s16_train": ("image", "gmlp_s16_224", True),
+    "s16_infer": ("image", "gmlp_s16_224", False),
+    "mlm128_train": ("text", 128, True),
+    "mlm512_train": ("text", 512, True),
+}
+
+
+def variants(operations):
+    """`{name: (mode, operations)}` of the variants timed."""
+    from keras_gmlp.kernels import registry
+
+    found = {"reference": ("off", None), "kernels": ("on", None)}
+    for operation in operations:
+        others = set(registry.KERNELS) - {operation}
+        found[f"no_{operation}"] = ("on", others)
+    return found
+
+
+def image_step(model_name, training, batch_size, precision):
+    model = common.build_image_classifier(
+        model_name, 224, jit_compile=False, precision=precision
+    )
+    images, labels = common.random_image_batch(batch_size, 224)
+    if training:
+        return model, functools.partial(model.train_on_batch, images, labels)
+    return model, functools.partial(model.predict_on_batch, images)
+
+
+def text_step(length, batch_tokens, vocabulary_size):
+    model, _ = masked_lm_speed.build(
+        "gmlp", "gmlp_tiny", length, vocabulary_size
+    )
+    batch_size = max(1, batch_tokens // length)
+    x, y = masked_lm_speed.batch(model, length, batch_size, vocabulary_size)
+    return model, functools.partial(model.train_on_batch, x, y)
+
+
+def measure_row(row, args):
+    import keras
+
+    from keras_gmlp import kernels
+
+    kind, size, training = ROWS[row]
+    functions, weights = {}, None
+    for name, (mode, operations) in variants(args.operations).items():
+        kernels.configure(mode, operations)
+        keras.utils.set_random_seed(0)
+        if kind == "image":
+            model, step = image_step(
+                size, training, args.batch_size, args.precision
+            )
+        else:
+            model, step = text_step(
+                size, args.batch_tokens, args.vocabulary_size
+            )
+        if weights is None:
+            weights = model.get_weights()
+        model.set_weights(weights)
+        step()  # traces under this variant's mode
+
+        def run(step=step, mode=mode, operations=operations):
+            kernels.configure(mode, operations)
+            return step()
+
+        functions[name] = run
+    times = common.alternate(functions, args.rounds, args.target_seconds)
+    kernels.configure("auto")
+    reference = common.median(times["reference"])
+    return [
+        {
+            "row": row,
+            "variant": name,
+            "median_s": common.median(seconds),
+            "rounds_s": seconds,
+            "x_reference": reference / common.median(seconds),
+        }
+        for name, seconds in times.items()
+    ]
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument(
+        "--rows", nargs="+", default=list(ROWS), choices=list(ROWS)
+    )
+    parser.add_argument(
+        "--operations",
+        nargs="*",
+        default=[],
+        help="operations timed each with its kernel alone off",
+    )
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--precision", default="float32")
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--vocabulary-size", type=int, default=8192)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--target-seconds", type=float, default=1.0)
+    parser.add_argument("--name", default="kernels")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    report = {**common.header(), "arguments": vars(args), "rows": []}
+    print(common.describe(report), flush=True)
+    for row in args.rows:
+        for result in measure_row(row, args):
+            report["rows"].append(result)
+            print(
+                f"{result['row']:13s} {result['variant']:20s} "
+                f"{result['median_s'] * 1000:9.1f} ms  "
+                f"x{result['x_reference']:.2f} vs reference",
+                flush=True,
+            )
+    path = common.write_results(f"{args.name}_{report['backend']}", report)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
