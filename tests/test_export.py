@@ -24,7 +24,7 @@ from keras_gmlp.export import TEXT_FORMAT_BACKENDS
 from keras_gmlp.export import export
 from keras_gmlp.export import export_saved_model
 from keras_gmlp.export import serving_model
-from keras_gmlp.layers.spatial_gating_unit import fft_crossover
+from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
 
 # Runs in a plain TensorFlow process: no Keras, no keras_gmlp.
 PLAIN_TF_SERVE = """
@@ -287,7 +287,7 @@ def test_long_toeplitz_text_models_export_without_fft(format, tmp_path):
     if BACKEND not in TEXT_FORMAT_BACKENDS[format]:
         pytest.skip(f"text models' {format} is not made from {BACKEND}")
     rng = np.random.default_rng(2)
-    length = fft_crossover(BACKEND)
+    length = FFT_CROSSOVER
     model = models.text_classifier(
         num_classes=3,
         vocabulary_size=20,
