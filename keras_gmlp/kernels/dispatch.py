@@ -29,7 +29,17 @@ MODES = ("auto", "on", "off")
 
 # Operation -> backend -> "module:function" of the kernel, imported on
 # first use.
-KERNELS = {}
+KERNELS = {
+    "token_accuracy": {
+        "jax": "keras_gmlp.kernels.text_metrics:jax_token_accuracy",
+    },
+    "token_cross_entropy": {
+        "jax": "keras_gmlp.kernels.text_metrics:jax_token_cross_entropy",
+        "tensorflow": (
+            "keras_gmlp.kernels.text_metrics:tensorflow_token_cross_entropy"
+        ),
+    },
+}
 
 _state = threading.local()
 _settings = {"mode": None, "operations": None}
