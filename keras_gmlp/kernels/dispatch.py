@@ -30,6 +30,9 @@ MODES = ("auto", "on", "off")
 # Operation -> backend -> "module:function" of the kernel, imported on
 # first use.
 KERNELS = {
+    "step_function": {
+        "jax": "keras_gmlp.kernels.allocator:with_ready_inputs",
+    },
     "token_accuracy": {
         "jax": "keras_gmlp.kernels.text_metrics:jax_token_accuracy",
     },

@@ -3,7 +3,7 @@ import contextlib
 import keras
 from keras_hub.src.utils.preset_utils import get_preset_loader
 
-from keras_gmlp.kernels.allocator import with_ready_inputs
+from keras_gmlp import kernels
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
 from keras_gmlp.layers.xla_functions import portable_ops
@@ -16,6 +16,11 @@ from keras_gmlp.optimizers import no_decay_variables
 # optimizer was built (had state to save).
 NO_WEIGHT_DECAY = "no_weight_decay"
 OPTIMIZER_BUILT = "optimizer_built"
+
+
+def unchanged(step_function):
+    """The reference of the `"step_function"` operation: `step_function`."""
+    return step_function
 
 
 def saved_mixed_policy(preset):
@@ -87,10 +92,11 @@ class GMLPTask(PortableExport):
     - Under TensorFlow, the optimizer's variables are made before the
       training step is traced, not while it is (which traces the step
       twice; `keras_gmlp.optimizers.build_optimizer_before_tracing`).
-    - Under JAX with asynchronous dispatch off
-      (`keras_gmlp.kernels.reuse_freed_memory`), each step gets its
-      batch already on the device, so that it runs on the calling
-      thread and reuses the previous step's memory
+    - Each step function is handed to the `"step_function"` kernel
+      (`keras_gmlp.kernels.dispatch`): under JAX with asynchronous
+      dispatch off (`keras_gmlp.kernels.reuse_freed_memory`), each step
+      then gets its batch already on the device, so that it runs on the
+      calling thread and reuses the previous step's memory
       (`keras_gmlp.kernels.allocator.with_ready_inputs`).
     - `from_preset()` of a preset saved under a mixed-precision policy
       (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
@@ -111,10 +117,13 @@ class GMLPTask(PortableExport):
         return self._step_with_ready_inputs("predict_function")
 
     def _step_with_ready_inputs(self, name):
-        """Wraps the step function `name` in `with_ready_inputs` (JAX)."""
-        if keras.config.backend() == "jax":
-            setattr(self, name, with_ready_inputs(getattr(self, name)))
-        return getattr(self, name)
+        """Sets the step function `name` to its `"step_function"` kernel's
+        (under JAX, `with_ready_inputs`)."""
+        step_function = kernels.dispatch(
+            "step_function", unchanged, getattr(self, name)
+        )
+        setattr(self, name, step_function)
+        return step_function
 
     def get_layer(self, name=None, index=None):
         """Returns a layer of the task or, by name, of its backbone."""
