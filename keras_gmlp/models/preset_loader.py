@@ -112,6 +112,7 @@ def arguments(cls):
 
 
 def check_keys(kwargs, accepted):
+    """Raises a `ValueError` naming the keys of `kwargs` not `accepted`."""
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise ValueError(
