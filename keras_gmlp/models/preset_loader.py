@@ -138,7 +138,8 @@ class ConfigurationLoader(PresetLoader):
         super().__init__(preset, dict(PRESETS[preset]["config"]))
 
     def load(self, cls, **kwargs):
-        """`cls` (a gMLP backbone or task class) of the configuration."""
+        """Builds `cls`, a gMLP backbone or task class, of the
+        configuration, `kwargs` overriding its values."""
         if self.preset not in cls.presets:
             family = PRESETS[self.preset]["family"]
             article = "an" if family[0] in "aeiou" else "a"
