@@ -66,9 +66,6 @@ VERSIONED = (
     "tensorflow",
     "torch",
 )
-# OpenMP's wait policy as the user set it (or None), read before any
-# `import keras_gmlp` in this process sets the package's default.
-USER_OMP_WAIT_POLICY = os.environ.get("OMP_WAIT_POLICY")
 # Variables that change glibc malloc's behaviour, and so RSS.
 MALLOC_VARIABLES = (
     "GLIBC_TUNABLES",
@@ -616,26 +613,29 @@ def run_json(command, env):
     return {"error": result.stderr[-2000:]}
 
 
-def worker_env(backend, threads):
+def worker_env(backend, threads, timm=False):
     """The environment of a worker process: this repository importable,
     TensorFlow's logs quiet, `backend` (if any).
 
-    OpenMP's wait policy is left to each process, as its users run it:
-    torch's default (threads spin a while, then sleep) for timm, the
-    package's (`OMP_WAIT_POLICY=PASSIVE`, set by `import keras_gmlp`) for
-    keras_gmlp, unless the environment sets one for both. `PASSIVE` makes
-    timm's training step markedly slower: giving it to the timm worker
-    would favour keras_gmlp in every `x timm` figure.
+    Each side runs as its users run it. A keras_gmlp worker gets the
+    variables of `keras_gmlp.set_backend_environment()`
+    (`OMP_WAIT_POLICY=PASSIVE`, `TF_ENABLE_ONEDNN_OPTS=1`), set here so
+    that they hold before its backend loads, whatever it imports first;
+    the timm worker (`timm=True`) gets torch's default wait policy
+    (threads spin a while, then sleep). A value the environment sets holds
+    for both. `PASSIVE` makes timm's training step markedly slower: giving
+    it to the timm worker would favour keras_gmlp in every `x timm`
+    figure.
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(REPOSITORY)] + env.get("PYTHONPATH", "").split(os.pathsep)
     ).rstrip(os.pathsep)
-    # A driver that imported keras_gmlp (`timm_drop_path_rate` does) has
-    # the package's default in its environment: give workers the user's.
-    env.pop("OMP_WAIT_POLICY", None)
-    if USER_OMP_WAIT_POLICY is not None:
-        env["OMP_WAIT_POLICY"] = USER_OMP_WAIT_POLICY
+    if not timm:
+        from keras_gmlp.environment import BACKEND_ENVIRONMENT
+
+        for name, (_, value) in BACKEND_ENVIRONMENT.items():
+            env.setdefault(name, value)
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     if backend:
         env["KERAS_BACKEND"] = backend

@@ -207,7 +207,11 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
+    import keras_gmlp
+
     args = parse_args(argv)
+    # As the masked-LM recipe does: first, before the backend loads.
+    keras_gmlp.set_backend_environment()
     # As the masked-LM recipe does (under JAX), when asked.
     common.start_reusing_freed_memory(args.reuse_freed_memory)
     report = common.header()

@@ -91,7 +91,7 @@ def timm_measurement(args, model):
             }
         )
         + "\n",
-        env=common.worker_env(None, args.threads),
+        env=common.worker_env(None, args.threads, timm=True),
         capture_output=True,
         text=True,
     )

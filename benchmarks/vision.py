@@ -351,7 +351,7 @@ def drive(args):
                     "--precisions",
                     *[TIMM_PRECISION[p] for p in args.precisions],
                 ],
-                common.worker_env(None, args.threads),
+                common.worker_env(None, args.threads, timm=True),
                 log,
             )
             timm_info = timm.ask("info")

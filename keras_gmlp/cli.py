@@ -32,6 +32,7 @@ import json
 import os
 import sys
 
+from keras_gmlp.environment import set_backend_environment
 from keras_gmlp.errors import KerasGMLPError
 from keras_gmlp.errors import error_line
 
@@ -319,7 +320,10 @@ def _add_top_k(parser, default):
 def main(argv=None):
     """Runs `keras-gmlp`; returns the exit status.
 
-    Run as the program (`argv` `None`), a training command first calls
+    It first calls `keras_gmlp.set_backend_environment()`, before the
+    backend is imported (TensorFlow's oneDNN kernels on, PyTorch's OpenMP
+    threads waiting passively). Run as the program (`argv` `None`), a
+    training command then calls
     `keras_gmlp.kernels.configure_training_process()`: under JAX each
     step then reuses the memory the last one freed; under TensorFlow the
     XLA functions are compiled with the jobs' flags (512-bit vectors on a
@@ -346,6 +350,7 @@ def main(argv=None):
     """
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+    set_backend_environment()  # before the backend is imported
     try:
         if not args.backend_logs:
             import_backend_quietly()

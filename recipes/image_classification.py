@@ -34,8 +34,7 @@ best.keras, last.keras, saved_model/ (uint8 images -> probabilities),
 curves.png, spatial_filters.png, tensorboard/.
 """
 
-from keras_gmlp.kernels import configure_training_process
-from keras_gmlp.workflows import image_classification
+import keras_gmlp
 
 
 def main(argv=None, callbacks=None):
@@ -47,10 +46,15 @@ def main(argv=None, callbacks=None):
         callbacks: list of `keras.callbacks.Callback` or `None`. Extra
             callbacks for `model.fit`.
     """
+    # Imported when run, after `set_backend_environment()`: they load
+    # the backend.
+    from keras_gmlp.workflows import image_classification
+
     config = image_classification.config_from_argv(argv)
     return image_classification.run(config, callbacks=callbacks)
 
 
 if __name__ == "__main__":
-    configure_training_process()  # first: memory, XLA flags, threads, draws
+    keras_gmlp.set_backend_environment()  # first: before the backend loads
+    keras_gmlp.kernels.configure_training_process()  # memory, XLA, threads
     main()

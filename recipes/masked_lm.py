@@ -29,10 +29,7 @@ about the same number of parameters through the same pipeline;
 
 import sys
 
-from keras_gmlp.kernels import configure_training_process
-from keras_gmlp.training.arguments import config_from_args
-from keras_gmlp.training.arguments import positive_int
-from keras_gmlp.workflows import pretraining
+import keras_gmlp
 
 
 def main(argv=None, callbacks=None):
@@ -44,6 +41,12 @@ def main(argv=None, callbacks=None):
         callbacks: list of `keras.callbacks.Callback` or `None`. Extra
             callbacks for `model.fit`.
     """
+    # Imported when run, after `set_backend_environment()`: they load
+    # the backend.
+    from keras_gmlp.training.arguments import config_from_args
+    from keras_gmlp.training.arguments import positive_int
+    from keras_gmlp.workflows import pretraining
+
     parser = pretraining.build_parser()
     demo = parser.add_argument_group("fill-in-the-blank demo")
     demo.add_argument(
@@ -66,5 +69,6 @@ def main(argv=None, callbacks=None):
 
 
 if __name__ == "__main__":
-    configure_training_process()  # first: memory, XLA flags, threads, draws
+    keras_gmlp.set_backend_environment()  # first: before the backend loads
+    keras_gmlp.kernels.configure_training_process()  # memory, XLA, threads
     main(sys.argv[1:])

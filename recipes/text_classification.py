@@ -23,8 +23,7 @@ python recipes/text_classification.py --tfds-name glue/sst2 \\
 
 import sys
 
-from keras_gmlp.kernels import configure_training_process
-from keras_gmlp.workflows import text_classification
+import keras_gmlp
 
 
 def main(argv=None, callbacks=None):
@@ -36,10 +35,15 @@ def main(argv=None, callbacks=None):
         callbacks: list of `keras.callbacks.Callback` or `None`. Extra
             callbacks for `model.fit`.
     """
+    # Imported when run, after `set_backend_environment()`: they load
+    # the backend.
+    from keras_gmlp.workflows import text_classification
+
     config = text_classification.config_from_argv(argv)
     return text_classification.run(config, callbacks=callbacks)
 
 
 if __name__ == "__main__":
-    configure_training_process()  # first: memory, XLA flags, threads, draws
+    keras_gmlp.set_backend_environment()  # first: before the backend loads
+    keras_gmlp.kernels.configure_training_process()  # memory, XLA, threads
     main(sys.argv[1:])

@@ -6,19 +6,21 @@ import os
 # Set before any XLA client starts; the tests' subprocesses inherit it.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
 
-# Then, so that the backends' import-time settings are made as a user's
-# `import keras_gmlp` makes them (`TF_ENABLE_ONEDNN_OPTS`, `OMP_WAIT_POLICY`)
-# before Keras imports its backend (torch too, under torch).
-import keras_gmlp  # noqa: F401, E402, I001
+# Then the backends' import-time settings (`TF_ENABLE_ONEDNN_OPTS`,
+# `OMP_WAIT_POLICY`) as the command and the recipes make them, before Keras
+# imports its backend (torch too, under torch).
+import keras_gmlp  # noqa: E402, I001
+
+keras_gmlp.set_backend_environment()
 
 # Importing torch after TensorFlow can crash the torch backend; import it
 # before anything imports TensorFlow when it is the backend under test.
 if os.environ.get("KERAS_BACKEND") == "torch":
     import torch  # noqa: F401
 
-import keras
-import numpy as np
-import pytest
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

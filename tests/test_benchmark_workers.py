@@ -78,3 +78,20 @@ def test_run_json_reads_the_last_json_line_or_the_error(tmp_path):
     failed = "import sys; sys.exit('out of memory')"
     answer = common.run_json([sys.executable, "-c", failed], env)
     assert answer == {"error": "out of memory\n"}
+
+
+def test_keras_workers_get_the_package_environment_and_timm_the_users(
+    monkeypatch,
+):
+    # The comparison against timm stays fair: each side as its users run
+    # it, and a value the environment sets holds for both.
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("TF_ENABLE_ONEDNN_OPTS", raising=False)
+    keras_side = common.worker_env("torch", 1)
+    assert keras_side["OMP_WAIT_POLICY"] == "PASSIVE"
+    assert keras_side["TF_ENABLE_ONEDNN_OPTS"] == "1"
+    assert "OMP_WAIT_POLICY" not in common.worker_env(None, 1, timm=True)
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    for timm in (False, True):
+        env = common.worker_env(None, 1, timm=timm)
+        assert env["OMP_WAIT_POLICY"] == "ACTIVE"

@@ -7,6 +7,7 @@ import keras
 import pytest
 
 import keras_gmlp
+from tests.fresh_python import last_line_of
 
 RECIPE_OBJECTS = (
     "WarmupCosineDecay",  # schedules of the recipes' optimizers
@@ -123,6 +124,19 @@ def test_public_api():
         assert registered == f"keras_gmlp>{name}"
 
 
+def test_import_leaves_the_environment_unchanged():
+    code = (
+        "import os\n"
+        "before = dict(os.environ)\n"
+        "import keras_gmlp\n"
+        "print(dict(os.environ) == before)\n"
+    )
+    env = dict(os.environ)
+    for name in ("TF_ENABLE_ONEDNN_OPTS", "OMP_WAIT_POLICY"):
+        env.pop(name, None)
+    assert last_line_of(code, env) == "True"
+
+
 @pytest.mark.one_backend("tensorflow")
 @pytest.mark.parametrize(
     "environment, tensorflow_first, expected",
@@ -132,7 +146,7 @@ def test_public_api():
         (None, True, None),  # TensorFlow already imported: left alone
     ],
 )
-def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
+def test_set_backend_environment_turns_on_tensorflow_onednn(
     environment, tensorflow_first, expected
 ):
     env = dict(os.environ, KERAS_BACKEND="tensorflow")
@@ -141,7 +155,9 @@ def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
         env["TF_ENABLE_ONEDNN_OPTS"] = environment
     code = (
         ("import tensorflow\n" if tensorflow_first else "")
-        + "import os, keras_gmlp, keras\n"
+        + "import os, keras_gmlp\n"
+        + "keras_gmlp.set_backend_environment()\n"
+        + "import keras\n"
         + "from tensorflow.python.util import _pywrap_util_port\n"
         + "print(os.environ.get('TF_ENABLE_ONEDNN_OPTS'))\n"
         + "print(_pywrap_util_port.IsMklEnabled())\n"
@@ -165,11 +181,11 @@ def test_import_turns_on_tensorflow_onednn_unless_told_otherwise(
         ("ACTIVE", "30000000000"),  # the environment's value wins
     ],
 )
-def test_console_script_import_makes_openmp_threads_wait_passively(
+def test_console_script_makes_openmp_threads_wait_passively(
     environment, expected_spin_count
 ):
-    # `keras-gmlp` runs `from keras_gmlp.cli import main` (which sets the
-    # policy), then `main`, which imports torch through Keras; libgomp
+    # `keras-gmlp` runs `from keras_gmlp.cli import main`, then `main`,
+    # which sets the policy, then imports torch through Keras; libgomp
     # reads the wait policy once, when torch loads it, and prints what it
     # uses under OMP_DISPLAY_ENV (to the stderr that `--verbose` leaves).
     env = dict(os.environ, KERAS_BACKEND="torch", OMP_DISPLAY_ENV="verbose")

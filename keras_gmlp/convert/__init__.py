@@ -5,14 +5,12 @@ from keras_gmlp.convert.timm import timm_weight_map
 from keras_gmlp.convert.timm_checkpoint import from_timm
 from keras_gmlp.convert.timm_checkpoint import load_timm_checkpoint
 from keras_gmlp.convert.timm_checkpoint import to_timm
-from keras_gmlp.models.gmlp_image.gmlp_image_classifier import (
-    is_timm_checkpoint,
-)
 from keras_gmlp.models.gmlp_image.resample import resample_spatial_weights
 from keras_gmlp.models.gmlp_image.resample import resize_image_model
 from keras_gmlp.models.gmlp_image.timm_preprocessing import (
     apply_timm_preprocessing,
 )
+from keras_gmlp.models.preset_loader import is_timm_checkpoint
 
 __all__ = [
     "apply_timm_preprocessing",

@@ -7,9 +7,15 @@ kernel lives here and the layer reaches it through one dispatch point
 `KERAS_GMLP_KERNELS` environment variable (`registry` module). Nothing
 here changes what a model computes, beyond float rounding.
 
-The process settings are applied explicitly, before the backend's first
-computation, by the `keras-gmlp` command's training commands and the recipes
-(`configure_training_process`); call it first in your own training
+Nothing here, nor `import keras_gmlp`, changes the process by itself. Two
+environment variables the backends read when they are imported
+(`TF_ENABLE_ONEDNN_OPTS=1`, `OMP_WAIT_POLICY=PASSIVE`) are set by
+`keras_gmlp.set_backend_environment()`, which the `keras-gmlp` command, the
+recipes and the test suite call before the backend is imported (importing
+this package imports Keras and its backend). The process settings are
+applied explicitly, before the backend's first computation, by the
+`keras-gmlp` command's training commands and the recipes
+(`configure_training_process`); call both first in your own training
 program for the same speed:
 
 - `reuse_freed_memory()` (`allocator`): under JAX on glibc, each step
@@ -26,13 +32,13 @@ update a variable, the text tasks' default optimizer.
 """
 
 from keras_gmlp.kernels.allocator import reuse_freed_memory
+from keras_gmlp.kernels.fused_adamw import FusedAdamW
+from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
+from keras_gmlp.kernels.process import configure_training_process
 from keras_gmlp.kernels.registry import configure
 from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.registry import mode
 from keras_gmlp.kernels.registry import reference_only
-from keras_gmlp.kernels.fused_adamw import FusedAdamW
-from keras_gmlp.kernels.jax_draws import compile_jax_draws_once
-from keras_gmlp.kernels.process import configure_training_process
 from keras_gmlp.kernels.threads import share_cores_between_chains
 from keras_gmlp.kernels.xla_flags import prefer_wide_vectors
 from keras_gmlp.kernels.xla_flags import set_job_xla_flags

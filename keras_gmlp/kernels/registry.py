@@ -40,6 +40,18 @@ KERNELS = {
         "tensorflow_toeplitz_matrix",
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
     },
+    "step_function": {
+        "jax": "keras_gmlp.kernels.allocator:with_ready_inputs",
+    },
+    "token_accuracy": {
+        "jax": "keras_gmlp.kernels.text_metrics:jax_token_accuracy",
+    },
+    "token_cross_entropy": {
+        "jax": "keras_gmlp.kernels.text_metrics:jax_token_cross_entropy",
+        "tensorflow": (
+            "keras_gmlp.kernels.text_metrics:tensorflow_token_cross_entropy"
+        ),
+    },
 }
 
 _state = threading.local()

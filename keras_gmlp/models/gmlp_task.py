@@ -1,12 +1,11 @@
 import contextlib
 
 import keras
-from keras_hub.src.utils.preset_utils import get_preset_loader
 
-from keras_gmlp.kernels import reference_only
-from keras_gmlp.kernels.allocator import with_ready_inputs
+from keras_gmlp import kernels
 from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
 from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
+from keras_gmlp.models.preset_loader import FromPreset
 from keras_gmlp.optimizers import build_optimizer_before_tracing
 from keras_gmlp.optimizers import no_decay_variables
 
@@ -18,37 +17,9 @@ NO_WEIGHT_DECAY = "no_weight_decay"
 OPTIMIZER_BUILT = "optimizer_built"
 
 
-def saved_mixed_policy(preset):
-    """The mixed-precision policy name a saved preset was written with.
-
-    Args:
-        preset: str. A preset folder or a keras-hub handle.
-
-    Returns:
-        The policy name, such as `"mixed_bfloat16"`, or `None` when the
-        preset's backbone has no policy or a plain one.
-    """
-    config = get_preset_loader(preset).config
-    dtype = config.get("config", {}).get("dtype")
-    if isinstance(dtype, dict):
-        dtype = dtype.get("config", {}).get("name")
-    if isinstance(dtype, str) and dtype.startswith("mixed_"):
-        return dtype
-    return None
-
-
-def with_saved_policy(preset, kwargs):
-    """`from_preset` keyword arguments that keep a saved mixed policy.
-
-    keras-hub 0.32 fails on a task preset saved under a mixed-precision
-    policy, and loads a backbone preset under the global policy; this
-    passes the saved policy as `dtype`, unless `kwargs` gives one.
-    """
-    if kwargs.get("dtype") is None:
-        policy = saved_mixed_policy(preset)
-        if policy is not None:
-            kwargs = dict(kwargs, dtype=policy)
-    return kwargs
+def unchanged(step_function):
+    """The reference of the `"step_function"` operation: `step_function`."""
+    return step_function
 
 
 class PortableExport:
@@ -65,13 +36,13 @@ class PortableExport:
     def export(self, filepath, format="tf_saved_model", **kwargs):
         fft_free = format in FFT_FREE_FORMATS
         with (
-            reference_only(),
+            kernels.reference_only(),
             materialised_toeplitz() if fft_free else contextlib.nullcontext(),
         ):
             return super().export(filepath, format=format, **kwargs)
 
 
-class GMLPTask(PortableExport):
+class GMLPTask(FromPreset, PortableExport):
     """What every gMLP task adds to its keras-hub task class (a mixin).
 
     - `get_layer(name)` also finds the backbone's layers (`"block_0"`,
@@ -87,14 +58,15 @@ class GMLPTask(PortableExport):
     - Under TensorFlow, the optimizer's variables are made before the
       training step is traced, not while it is (which traces the step
       twice; `keras_gmlp.optimizers.build_optimizer_before_tracing`).
-    - Under JAX with asynchronous dispatch off
-      (`keras_gmlp.kernels.reuse_freed_memory`), each step gets its
-      batch already on the device, so that it runs on the calling
-      thread and reuses the previous step's memory
+    - Each step function is handed to the `"step_function"` kernel
+      (`keras_gmlp.kernels.dispatch`): under JAX with asynchronous
+      dispatch off (`keras_gmlp.kernels.reuse_freed_memory`), each step
+      then gets its batch already on the device, so that it runs on the
+      calling thread and reuses the previous step's memory
       (`keras_gmlp.kernels.allocator.with_ready_inputs`).
-    - `from_preset()` of a preset saved under a mixed-precision policy
-      (`"mixed_bfloat16"`) keeps that policy; keras-hub 0.32's loader
-      fails on it. Pass `dtype=` to choose another.
+    - `from_preset()` builds the named configurations of `PRESETS` too,
+      and keeps the mixed-precision policy a preset was saved with
+      (`keras_gmlp.models.preset_loader.FromPreset`).
     """
 
     def make_train_function(self, force=False):
@@ -111,10 +83,13 @@ class GMLPTask(PortableExport):
         return self._step_with_ready_inputs("predict_function")
 
     def _step_with_ready_inputs(self, name):
-        """Wraps the step function `name` in `with_ready_inputs` (JAX)."""
-        if keras.config.backend() == "jax":
-            setattr(self, name, with_ready_inputs(getattr(self, name)))
-        return getattr(self, name)
+        """Sets the step function `name` to its `"step_function"` kernel's
+        (under JAX, `with_ready_inputs`)."""
+        step_function = kernels.dispatch(
+            "step_function", unchanged, getattr(self, name)
+        )
+        setattr(self, name, step_function)
+        return step_function
 
     def get_layer(self, name=None, index=None):
         """Returns a layer of the task or, by name, of its backbone."""
@@ -167,8 +142,3 @@ class GMLPTask(PortableExport):
         if self.built and optimizer_built:
             # Create the optimizer's variables: the file's state loads next.
             self.optimizer.build(self.trainable_variables)
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        kwargs = with_saved_policy(preset, kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)

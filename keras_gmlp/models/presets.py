@@ -3,7 +3,8 @@
 Each preset has a `family` (`"image"` for `image_classifier`, `"text"` for
 `masked_lm`, `text_classifier` and `causal_lm`), a one-line description and
 the keyword configuration that its builder receives. Keyword arguments given
-to a builder override the preset's values.
+to a builder override the preset's values. The gMLP backbones' and tasks'
+`from_preset` take the names too (`keras_gmlp.models.preset_loader`).
 """
 
 PRESETS = {

@@ -258,3 +258,26 @@ def test_steps_get_their_batch_on_the_device_without_async_dispatch(name):
         jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)
     for function in ("train_function", "test_function", "predict_function"):
         assert getattr(getattr(task, function), "waits_for_inputs", False)
+
+
+@pytest.mark.skipif(keras.config.backend() != "jax", reason="JAX's dispatch")
+def test_steps_take_their_kernel_only_where_the_kernels_run():
+    import jax
+
+    from keras_gmlp import kernels
+    from keras_gmlp.models.gmlp_task import unchanged
+
+    def step(state, batches):
+        return {}, state
+
+    asynchronous = jax.config.read("jax_cpu_enable_async_dispatch")
+    jax.config.update("jax_cpu_enable_async_dispatch", False)
+    try:
+        kernels.configure("off")
+        assert kernels.dispatch("step_function", unchanged, step) is step
+        kernels.configure("on")
+        wrapped = kernels.dispatch("step_function", unchanged, step)
+        assert wrapped is not step and wrapped.waits_for_inputs
+    finally:
+        kernels.configure("auto")
+        jax.config.update("jax_cpu_enable_async_dispatch", asynchronous)

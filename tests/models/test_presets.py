@@ -68,3 +68,25 @@ def test_presets_are_plain_data():
     for name, entry in PRESETS.items():
         assert set(entry) == {"family", "description", "config"}, name
         assert entry["family"] in ("image", "text"), name
+
+
+def test_presets_are_registered_with_keras_hub_by_family():
+    # keras-hub's `presets` of a backbone, its tasks and preprocessors.
+    for family, classes in (
+        ("image", ("GMLPImageBackbone", "GMLPImageClassifier")),
+        ("text", ("GMLPTextBackbone", "GMLPMaskedLM", "GMLPCausalLM")),
+    ):
+        names = {k for k, v in PRESETS.items() if v["family"] == family}
+        for name in classes:
+            assert set(getattr(models, name).presets) == names, name
+
+
+def test_one_from_preset_serves_every_model():
+    overriding = sorted(
+        cls.__name__
+        for name in models.__all__
+        for cls in getattr(getattr(models, name), "__mro__", ())
+        if cls.__module__.startswith("keras_gmlp")
+        and "from_preset" in vars(cls)
+    )
+    assert set(overriding) == {"FromPreset"}

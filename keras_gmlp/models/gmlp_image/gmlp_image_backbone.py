@@ -8,34 +8,12 @@ from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.patch_embedding import PatchEmbedding
 from keras_gmlp.layers.patch_embedding import pair
 from keras_gmlp.models.config import drop_path_rates
-from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.gmlp_task import PortableExport
-from keras_gmlp.models.gmlp_task import with_saved_policy
-from keras_gmlp.models.presets import PRESETS
-
-# The constructor arguments that a named image preset configures.
-BACKBONE_DEFAULTS = {
-    "image_size": 224,
-    "patch_size": 16,
-    "num_layers": 30,
-    "hidden_dim": 256,
-    "ffn_dim": 1536,
-    "num_channels": 3,
-    "attention_dim": None,
-    "spatial": "dense",
-    "drop_path_rate": 0.0,
-    "dtype": None,
-    "name": None,
-}
-
-
-def is_named_preset(preset):
-    """Whether `preset` names an entry of `keras_gmlp.models.PRESETS`."""
-    return isinstance(preset, str) and preset in PRESETS
+from keras_gmlp.models.preset_loader import FromPreset
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPImageBackbone(PortableExport, Backbone):
+class GMLPImageBackbone(FromPreset, PortableExport, Backbone):
     """gMLP (or aMLP) image backbone: patch tokens in, token features out.
 
     The images are cut into non-overlapping patches, each embedded as a
@@ -234,32 +212,3 @@ class GMLPImageBackbone(PortableExport, Backbone):
             }
         )
         return config
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Builds a backbone from a named configuration or a saved preset.
-
-        A key of `keras_gmlp.models.PRESETS` of the image family (such as
-        `"gmlp_s16_224"`) builds that configuration with random weights;
-        keyword arguments override its values. Anything else (a local
-        folder written by `save_to_preset`, a `kaggle://` or `hf://`
-        handle) is loaded by `keras_hub.models.Backbone.from_preset`.
-
-        Args:
-            preset: str. A preset name, folder or handle.
-            load_weights: bool. Whether to load the saved weights of a
-                folder or handle. Named presets have no weights. Defaults
-                to `True`.
-            **kwargs: constructor arguments that override the preset's,
-                such as `pooling="avg"` for a pooled output too.
-        """
-        if is_named_preset(preset):
-            pooling = kwargs.pop("pooling", None)
-            config = resolve_config(
-                "image", BACKBONE_DEFAULTS, preset, **kwargs
-            )
-            return cls(
-                **{k: config[k] for k in BACKBONE_DEFAULTS}, pooling=pooling
-            )
-        kwargs = with_saved_policy(preset, kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)

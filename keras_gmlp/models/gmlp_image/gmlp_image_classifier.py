@@ -1,47 +1,13 @@
-import json
-import pathlib
-
 import keras
 from keras_hub.models import ImageClassifier
 from keras_hub.models import Task
 
-from keras_gmlp.layers.patch_embedding import pair
-from keras_gmlp.models.config import resolve_config
-from keras_gmlp.models.gmlp_image.gmlp_image_backbone import BACKBONE_DEFAULTS
 from keras_gmlp.models.gmlp_image.gmlp_image_backbone import GMLPImageBackbone
-from keras_gmlp.models.gmlp_image.gmlp_image_backbone import is_named_preset
 from keras_gmlp.models.gmlp_image.gmlp_image_classifier_preprocessor import (
     GMLPImageClassifierPreprocessor,
 )
-from keras_gmlp.models.gmlp_image.gmlp_image_converter import GMLPImageConverter
 from keras_gmlp.models.gmlp_task import GMLPTask
 from keras_gmlp.optimizers import adamw
-
-
-def is_timm_checkpoint(preset):
-    """Whether `preset` is a timm checkpoint folder or `hf://timm/` handle."""
-    text = str(preset)
-    if text.startswith(("hf://timm/", "hf-hub:timm/")):
-        return True
-    config = pathlib.Path(text) / "config.json"
-    if not config.is_file():
-        return False
-    try:
-        content = json.loads(config.read_text())
-    except ValueError:
-        return False
-    return "architecture" in content and "class_name" not in content
-
-
-# The task arguments that `from_preset` of a named preset accepts, with the
-# backbone's.
-TASK_DEFAULTS = {
-    "num_classes": 1000,
-    "pooling": "avg",
-    "dropout": 0.0,
-    "activation": None,
-    "head_dtype": None,
-}
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -218,58 +184,3 @@ class GMLPImageClassifier(GMLPTask, ImageClassifier):
             **kwargs,
         )
         self._jit_compile_requested = jit_compile
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Builds a classifier from a named configuration or a saved preset.
-
-        A key of `keras_gmlp.models.PRESETS` of the image family (such as
-        `"gmlp_s16_224"`) builds that configuration with random weights and
-        a `GMLPImageClassifierPreprocessor` for the model's image size;
-        keyword arguments (backbone arguments, `num_classes`, `pooling`,
-        `dropout`, `activation`, `head_dtype`, `name`) override the
-        preset's. Anything else (a local folder written by
-        `save_to_preset`, a `kaggle://` or `hf://` handle) is loaded by
-        `keras_hub.models.ImageClassifier.from_preset`; an `image_size`
-        other than the saved one resamples the spatial weights (see
-        `keras_gmlp.models.gmlp_image.resample.resize_image_model`). A timm
-        checkpoint is loaded by `keras_gmlp.convert.from_timm`.
-
-        Args:
-            preset: str. A preset name, folder or handle.
-            load_weights: bool. Whether to load the saved weights of a
-                folder or handle. Named presets have no weights. Defaults
-                to `True`.
-            **kwargs: arguments that override the preset's.
-        """
-        if is_timm_checkpoint(preset):
-            raise ValueError(
-                f"Received preset={str(preset)!r}, a timm checkpoint; load "
-                "it with keras_gmlp.convert.from_timm(preset)."
-            )
-        if not is_named_preset(preset):
-            image_size = kwargs.pop("image_size", None)
-            classifier = super().from_preset(
-                preset, load_weights=load_weights, **kwargs
-            )
-            if image_size is not None and pair(
-                image_size, "image_size"
-            ) != tuple(classifier.backbone.image_size):
-                from keras_gmlp.models.gmlp_image.resample import (
-                    resize_image_model,
-                )
-
-                classifier = resize_image_model(classifier, image_size)
-            return classifier
-        defaults = {**BACKBONE_DEFAULTS, **TASK_DEFAULTS}
-        config = resolve_config("image", defaults, preset, **kwargs)
-        backbone = GMLPImageBackbone(
-            **{k: config[k] for k in BACKBONE_DEFAULTS if k != "name"}
-        )
-        converter = GMLPImageConverter(image_size=backbone.image_size)
-        return cls(
-            backbone=backbone,
-            preprocessor=GMLPImageClassifierPreprocessor(converter),
-            name=config["name"],
-            **{k: config[k] for k in TASK_DEFAULTS},
-        )

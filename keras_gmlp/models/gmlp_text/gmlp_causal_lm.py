@@ -8,10 +8,6 @@ from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
 )
 from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
-    task_from_paper_preset,
-)
 from keras_gmlp.models.gmlp_text.gmlp_text_task import GMLPTextTask
 from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
 from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
@@ -242,26 +238,3 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             stops_before = ops.cumsum(stops, axis=-1) - stops
             padding_mask = ops.equal(stops_before, 0)
         return {"token_ids": token_ids, "padding_mask": padding_mask}
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Creates a causal LM from a preset.
-
-        Args:
-            preset: str. A text configuration of `keras_gmlp.PRESETS`,
-                built causal with random weights (no preprocessor unless
-                one is passed), or a preset folder, `"hf://..."` or
-                `"kaggle://..."` handle.
-            load_weights: bool. Whether a saved preset's weights are
-                loaded. Defaults to `True`.
-            **kwargs: backbone overrides for a named configuration, and
-                task arguments.
-        """
-        if paper_preset(preset):
-            if not kwargs.setdefault("causal", True):
-                raise ValueError(
-                    "Received causal=False; a GMLPCausalLM needs a causal "
-                    "backbone."
-                )
-            return task_from_paper_preset(cls, preset, **kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)

@@ -7,10 +7,6 @@ from keras_gmlp.models.gmlp_text.gmlp_masked_lm_preprocessor import (
     GMLPMaskedLMPreprocessor,
 )
 from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
-    task_from_paper_preset,
-)
 from keras_gmlp.models.gmlp_text.gmlp_text_task import GMLPTextTask
 from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
 from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
@@ -145,20 +141,3 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
             weighted_metrics=weighted_metrics,
             **kwargs,
         )
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Creates a masked LM from a preset.
-
-        Args:
-            preset: str. A text configuration of `keras_gmlp.PRESETS`
-                (random weights, no preprocessor unless one is passed), or
-                a preset folder, `"hf://..."` or `"kaggle://..."` handle.
-            load_weights: bool. Whether a saved preset's weights are
-                loaded. Defaults to `True`.
-            **kwargs: backbone overrides for a named configuration, and
-                task arguments.
-        """
-        if paper_preset(preset):
-            return task_from_paper_preset(cls, preset, **kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)

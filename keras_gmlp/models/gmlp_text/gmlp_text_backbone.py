@@ -1,5 +1,3 @@
-import os
-
 import keras
 from keras_hub.src.models.backbone import Backbone
 
@@ -9,10 +7,8 @@ from keras_gmlp.kernels.batch_chains import split_batch
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.models.config import drop_path_rates
-from keras_gmlp.models.config import resolve_config
 from keras_gmlp.models.gmlp_task import PortableExport
-from keras_gmlp.models.gmlp_task import with_saved_policy
-from keras_gmlp.models.presets import PRESETS
+from keras_gmlp.models.preset_loader import FromPreset
 
 BACKBONE_DEFAULTS = {
     "vocabulary_size": 32000,
@@ -30,20 +26,8 @@ BACKBONE_DEFAULTS = {
 }
 
 
-def paper_preset(preset):
-    """Returns whether `preset` names a configuration of `PRESETS`.
-
-    A local directory of the same name wins: it is a saved preset.
-    """
-    return (
-        isinstance(preset, str)
-        and preset in PRESETS
-        and not os.path.isdir(preset)
-    )
-
-
 @keras.saving.register_keras_serializable(package="keras_gmlp")
-class GMLPTextBackbone(PortableExport, Backbone):
+class GMLPTextBackbone(FromPreset, PortableExport, Backbone):
     """The gMLP (or aMLP) text encoder of "Pay Attention to MLPs".
 
     A token embedding, `num_layers` gMLP blocks and a final layer
@@ -272,52 +256,3 @@ class GMLPTextBackbone(PortableExport, Backbone):
             }
         )
         return config
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Creates a backbone from a preset.
-
-        Args:
-            preset: str. A name of a text configuration of
-                `keras_gmlp.PRESETS` (random weights), or what
-                `keras_hub.models.Backbone.from_preset` takes: a preset
-                folder, `"hf://..."` or `"kaggle://..."`.
-            load_weights: bool. Whether a saved preset's weights are
-                loaded. Defaults to `True`.
-            **kwargs: for a named configuration, overrides of its
-                arguments (such as `causal=True` or `dtype`); for a saved
-                preset, what keras-hub's loader takes.
-        """
-        if paper_preset(preset):
-            return cls(**backbone_config(preset, **kwargs))
-        kwargs = with_saved_policy(preset, kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)
-
-
-def backbone_config(preset=None, **config):
-    """The `GMLPTextBackbone` arguments of a preset name and overrides."""
-    config = resolve_config("text", BACKBONE_DEFAULTS, preset, **config)
-    if config["name"] is None:
-        del config["name"]
-    return config
-
-
-def task_from_paper_preset(cls, preset, **kwargs):
-    """Builds a text task of class `cls` on a configuration of `PRESETS`.
-
-    Args:
-        cls: a gMLP text task class.
-        preset: str. A text preset name of `keras_gmlp.PRESETS`.
-        **kwargs: backbone overrides (any `GMLPTextBackbone` argument but
-            `name`) and task arguments (`preprocessor`, `num_classes` ...).
-
-    Returns:
-        An instance of `cls` with a randomly initialised backbone.
-    """
-    backbone_kwargs = {
-        key: kwargs.pop(key)
-        for key in list(kwargs)
-        if key in BACKBONE_DEFAULTS and key != "name"
-    }
-    backbone = cls.backbone_cls(**backbone_config(preset, **backbone_kwargs))
-    return cls(backbone=backbone, **kwargs)

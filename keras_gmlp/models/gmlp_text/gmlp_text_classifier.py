@@ -3,10 +3,6 @@ from keras_hub.src.models.text_classifier import TextClassifier
 
 from keras_gmlp.models.config import task_optimizer
 from keras_gmlp.models.gmlp_text.gmlp_text_backbone import GMLPTextBackbone
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import paper_preset
-from keras_gmlp.models.gmlp_text.gmlp_text_backbone import (
-    task_from_paper_preset,
-)
 from keras_gmlp.models.gmlp_text.gmlp_text_classifier_preprocessor import (
     GMLPTextClassifierPreprocessor,
 )
@@ -152,20 +148,3 @@ class GMLPTextClassifier(GMLPTextTask, TextClassifier):
         super().compile(
             optimizer=optimizer, loss=loss, metrics=metrics, **kwargs
         )
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, **kwargs):
-        """Creates a text classifier from a preset.
-
-        Args:
-            preset: str. A text configuration of `keras_gmlp.PRESETS`
-                (random weights, no preprocessor unless one is passed), or
-                a preset folder, `"hf://..."` or `"kaggle://..."` handle.
-            load_weights: bool. Whether a saved preset's weights are
-                loaded. Defaults to `True`.
-            **kwargs: `num_classes` and other task arguments, and backbone
-                overrides for a named configuration.
-        """
-        if paper_preset(preset):
-            return task_from_paper_preset(cls, preset, **kwargs)
-        return super().from_preset(preset, load_weights=load_weights, **kwargs)

@@ -6,26 +6,22 @@ cross-entropy over the weighted positions, and perplexity is the
 exponential of that mean, accumulated over a whole evaluation.
 """
 
-import functools
-
 import keras
 import numpy as np
 from keras import ops
 
-from keras_gmlp.kernels.xla_functions import xla_functions_enabled
+from keras_gmlp import kernels
 
 
 def token_cross_entropy(y_true, y_pred, from_logits=True):
     """Cross-entropy of each target token, from class scores on the last axis.
 
     Equal to `keras.losses.sparse_categorical_crossentropy`, computed on
-    the scores flattened to `(tokens, classes)`: under torch, Keras' own
-    moves the class axis of a 3-D `y_pred` to axis 1 for
-    `F.cross_entropy`, which copies the `(batch, positions, vocabulary)`
-    logits to a strided layout and back: a torch masked-LM training step
-    is 1.14x faster without that copy (`benchmarks/masked_lm_speed.py`).
-    Float32 logits take `jax_cross_entropy` under JAX and
-    `tensorflow_cross_entropy` under TensorFlow (outside `reference_only()`).
+    the scores flattened to `(tokens, classes)` (under torch, Keras' own
+    would move the class axis of a 3-D `y_pred` to axis 1, a copy of the
+    logits). Its kernels (`keras_gmlp.kernels.text_metrics`) compute the
+    cross-entropy of float32 logits and its gradient by hand under JAX
+    and TensorFlow.
 
     Args:
         y_true: integer tensor of shape `(...)`: the target token ids.
@@ -48,128 +44,31 @@ def token_cross_entropy(y_true, y_pred, from_logits=True):
     classes = ops.shape(y_pred)[-1]
     labels = ops.reshape(y_true, (-1,))
     scores = ops.reshape(y_pred, (-1, classes))
-    by_hand = (
-        from_logits
-        and keras.backend.standardize_dtype(y_pred.dtype) == "float32"
+    flat = kernels.dispatch(
+        "token_cross_entropy",
+        rows_cross_entropy,
+        labels,
+        scores,
+        from_logits=from_logits,
     )
-    if by_hand and keras.config.backend() == "jax":
-        flat = jax_cross_entropy()(scores, labels)
-    elif by_hand and xla_functions_enabled():
-        flat = tensorflow_cross_entropy()(scores, labels)
-    else:
-        flat = keras.losses.sparse_categorical_crossentropy(
-            labels, scores, from_logits=from_logits
-        )
     return ops.reshape(flat, ops.shape(y_true))
 
 
-@functools.cache
-def jax_cross_entropy():
-    """`cross_entropy(logits, labels)`: the cross-entropy of float32
-    `(rows, classes)` logits at int32 `labels` `(rows,)`, 0 for a label
-    outside the classes (as Keras' one-hot gives), as a JAX function.
+def rows_cross_entropy(labels, scores, from_logits=True):
+    """Keras' sparse categorical cross-entropy of each row of `scores`.
 
-    Keras' JAX cross-entropy multiplies the log-softmax by a one-hot of
-    the labels: XLA:CPU materialises the one-hot (times the upstream
-    gradient) as a `(rows, classes)` array in the backward pass. Here the
-    loss is `log(sum(exp(logits))) - logits[label]` and its gradient, by
-    hand (a `jax.custom_vjp`), `softmax - one_hot` scaled by the upstream
-    gradient in one elementwise pass. The same values to float32
-    rounding. Reverse-mode gradients only.
+    Args:
+        labels: int32 tensor `(rows,)`: the target ids.
+        scores: float tensor `(rows, classes)`.
+        from_logits: bool. Whether `scores` are logits. Defaults to
+            `True`.
+
+    Returns:
+        A float tensor `(rows,)`.
     """
-    import jax
-    import jax.numpy as jnp
-
-    def values(logits, labels):
-        classes = logits.shape[-1]
-        valid = (labels >= 0) & (labels < classes)
-        top = jnp.max(logits, axis=-1, keepdims=True)
-        log_sum = jnp.log(jnp.sum(jnp.exp(logits - top), axis=-1))
-        index = jnp.clip(labels, 0, classes - 1)[:, None]
-        at_label = jnp.take_along_axis(logits, index, axis=-1)[:, 0]
-        losses = jnp.where(valid, log_sum + top[:, 0] - at_label, 0.0)
-        return losses, (top[:, 0] + log_sum, valid)
-
-    @jax.custom_vjp
-    def cross_entropy(logits, labels):
-        return values(logits, labels)[0]
-
-    def forward(logits, labels):
-        losses, (log_normaliser, valid) = values(logits, labels)
-        return losses, (logits, labels, log_normaliser, valid)
-
-    def backward(residuals, upstream):
-        logits, labels, log_normaliser, valid = residuals
-        classes = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
-        one_hot = (classes == labels[:, None]).astype(logits.dtype)
-        probabilities = jnp.exp(logits - log_normaliser[:, None])
-        scale = jnp.where(valid, upstream, 0.0)[:, None]
-        return (probabilities - one_hot) * scale, None
-
-    cross_entropy.defvjp(forward, backward)
-    return cross_entropy
-
-
-@functools.cache
-def tensorflow_cross_entropy():
-    """`cross_entropy(logits, labels)`: the cross-entropy of float32
-    `(rows, classes)` logits at int32 `labels` `(rows,)`, as TensorFlow
-    XLA-compiled functions with the gradient by hand.
-
-    TensorFlow's `SparseSoftmaxCrossEntropyWithLogits` kernel, which
-    Keras' cross-entropy runs, computes the loss and its gradient in one
-    op whether the gradient is asked for or not, and a masked-LM step runs
-    it twice, for the loss and for the perplexity (which takes no
-    gradient). Here the loss `log(sum(exp(logits))) - logits[label]` and
-    its gradient `softmax - one_hot` times the upstream gradient are two
-    XLA-compiled functions, which make masked-LM steps 1.12-1.17x faster
-    (`benchmarks/masked_lm_speed.py`). A label outside the classes is an
-    `InvalidArgumentError`, as
-    the kernel's is on a CPU (inside a step that XLA compiles whole,
-    `jit_compile=True`, TensorFlow drops the check). The same values to
-    float32 rounding.
-    """
-    import tensorflow as tf
-
-    @tf.function(jit_compile=True, autograph=False)
-    def values(logits, labels):
-        top = tf.reduce_max(logits, axis=-1)
-        log_sum = tf.math.log(
-            tf.reduce_sum(tf.exp(logits - top[:, None]), axis=-1)
-        )
-        at_label = tf.gather(logits, labels[:, None], batch_dims=1)[:, 0]
-        return log_sum + top - at_label, log_sum + top
-
-    @tf.function(jit_compile=True, autograph=False)
-    def gradient(logits, labels, log_normaliser, upstream):
-        one_hot = tf.one_hot(labels, tf.shape(logits)[-1], dtype=logits.dtype)
-        probabilities = tf.exp(logits - log_normaliser[:, None])
-        return (probabilities - one_hot) * upstream[:, None]
-
-    def checked(labels, classes):
-        valid = (labels >= 0) & (labels < classes)
-        return tf.debugging.Assert(
-            tf.reduce_all(valid),
-            [
-                "Expected target token ids in [0, number of classes); received",
-                tf.boolean_mask(labels, ~valid),
-                "with classes =",
-                classes,
-            ],
-            summarize=8,
-        )
-
-    @tf.custom_gradient
-    def cross_entropy(logits, labels):
-        with tf.control_dependencies([checked(labels, tf.shape(logits)[-1])]):
-            losses, log_normaliser = values(logits, labels)
-
-        def backward(upstream):
-            return gradient(logits, labels, log_normaliser, upstream), None
-
-        return losses, backward
-
-    return cross_entropy
+    return keras.losses.sparse_categorical_crossentropy(
+        labels, scores, from_logits=from_logits
+    )
 
 
 def token_accuracy(y_true, y_pred):
@@ -177,11 +76,9 @@ def token_accuracy(y_true, y_pred):
 
     Equal to `keras.metrics.sparse_categorical_accuracy`: 1 where the first
     class of the highest score on the last axis is `y_true`, else 0 (a
-    label outside the classes is never right). Under JAX it does not take
-    an `argmax`, whose pair of value and index XLA:CPU reduces slowly: a
-    label is right where its score equals the row's maximum and no earlier
-    class also reaches it. TensorFlow's steps are as fast either way and
-    torch's `argmax` is the faster there: both take the `argmax`.
+    label outside the classes is never right). Its JAX kernel
+    (`keras_gmlp.kernels.text_metrics.jax_token_accuracy`) takes no
+    `argmax`.
 
     Args:
         y_true: integer tensor `(...)` or `(..., 1)`: the target ids.
@@ -201,35 +98,28 @@ def token_accuracy(y_true, y_pred):
     y_true = ops.cast(y_true, "int32")
     if len(y_true.shape) == len(y_pred.shape):
         y_true = ops.squeeze(y_true, axis=-1)
-    if keras.config.backend() != "jax":
-        return ops.cast(
-            ops.equal(ops.cast(ops.argmax(y_pred, axis=-1), "int32"), y_true),
-            "float32",
-        )
-    classes = ops.shape(y_pred)[-1]
-    label = ops.expand_dims(y_true, -1)
-    valid = ops.logical_and(y_true >= 0, y_true < classes)
-    top = ops.max(y_pred, axis=-1, keepdims=True)
-    at_label = ops.take_along_axis(
-        y_pred, ops.clip(label, 0, classes - 1), axis=-1
+    return kernels.dispatch(
+        "token_accuracy", first_maximum_accuracy, y_true, y_pred
     )
-    earlier = ops.any(
-        ops.logical_and(
-            ops.equal(y_pred, top),
-            ops.arange(classes, dtype="int32") < label,
-        ),
-        axis=-1,
-    )
-    right = ops.logical_and(
-        ops.equal(at_label, top)[..., 0], ops.logical_not(earlier)
-    )
-    return ops.cast(ops.logical_and(right, valid), "float32")
+
+
+def first_maximum_accuracy(y_true, y_pred):
+    """1 where `y_true` is the `argmax` of `y_pred`'s last axis, else 0.
+
+    Args:
+        y_true: int32 tensor `(...)`: the target ids.
+        y_pred: float tensor `(..., classes)`.
+
+    Returns:
+        A float32 tensor `(...)` of 0 and 1.
+    """
+    predicted = ops.cast(ops.argmax(y_pred, axis=-1), "int32")
+    return ops.cast(ops.equal(predicted, y_true), "float32")
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TokenAccuracy(keras.metrics.MeanMetricWrapper):
-    """The mean of `token_accuracy`: `SparseCategoricalAccuracy`'s value,
-    computed without an `argmax` under JAX.
+    """The mean of `token_accuracy`: `SparseCategoricalAccuracy`'s value.
 
     Args:
         name: str. Defaults to `"accuracy"`.

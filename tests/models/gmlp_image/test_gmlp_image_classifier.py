@@ -118,6 +118,22 @@ class GMLPImageClassifierTest(TestCase):
             task.backbone(keras.ops.zeros((1, 8, 8, 3))),
         )
 
+    def test_preset_folder_loads_resampled_to_another_image_size(self):
+        task = GMLPImageClassifier(**self.init_kwargs)
+        folder = self.get_temp_dir()
+        task.save_to_preset(folder)
+        resized = GMLPImageClassifier.from_preset(folder, image_size=12)
+        self.assertEqual(resized.backbone.image_size, (12, 12))
+        converter = resized.preprocessor.image_converter
+        self.assertEqual(converter.image_size, (12, 12))
+        self.assertEqual(resized.predict(self.images, verbose=0).shape, (4, 3))
+        # The same size: the saved model itself.
+        same = GMLPImageClassifier.from_preset(folder, image_size=8)
+        self.assertAllClose(
+            same.predict(self.images, verbose=0),
+            task.predict(self.images, verbose=0),
+        )
+
     def test_logits_are_the_head_of_the_mean_token(self):
         task = GMLPImageClassifier(**self.init_kwargs)
         randomize(task)

@@ -3,16 +3,23 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
+from keras_gmlp import kernels
 from keras_gmlp.models.gmlp_text.text_metrics import LanguageModelLoss
 from keras_gmlp.models.gmlp_text.text_metrics import Perplexity
 from keras_gmlp.models.gmlp_text.text_metrics import TokenAccuracy
 from keras_gmlp.models.gmlp_text.text_metrics import binary_f1
-from keras_gmlp.models.gmlp_text.text_metrics import jax_cross_entropy
 from keras_gmlp.models.gmlp_text.text_metrics import language_model_loss
 from keras_gmlp.models.gmlp_text.text_metrics import language_model_metrics
-from keras_gmlp.models.gmlp_text.text_metrics import tensorflow_cross_entropy
 from keras_gmlp.models.gmlp_text.text_metrics import token_accuracy
 from keras_gmlp.models.gmlp_text.text_metrics import token_cross_entropy
+
+
+@pytest.fixture(params=["off", "on"], ids=["reference", "kernels"])
+def kernels_mode(request):
+    """The reference path, then every kernel (back to `"auto"` after)."""
+    kernels.configure(request.param)
+    yield request.param
+    kernels.configure("auto")
 
 
 def numpy_token_cross_entropy(labels, logits):
@@ -22,120 +29,6 @@ def numpy_token_cross_entropy(labels, logits):
         np.exp(shifted).sum(axis=-1, keepdims=True)
     )
     return -np.take_along_axis(log_probabilities, labels[..., None], -1)[..., 0]
-
-
-def numpy_cross_entropy_gradient(labels, logits, upstream):
-    """The gradient of `sum(upstream * cross_entropy)` in the logits."""
-    shifted = logits.astype("float64") - logits.max(axis=-1, keepdims=True)
-    softmax = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
-    one_hot = np.eye(logits.shape[-1])[labels]
-    return (softmax - one_hot) * upstream[:, None]
-
-
-@pytest.mark.skipif(
-    keras.config.backend() != "jax", reason="JAX's cross-entropy by hand"
-)
-def test_jax_cross_entropy_and_its_gradient_match_numpy(rng):
-    import jax
-
-    logits = rng.normal(scale=3.0, size=(12, 9)).astype("float32")
-    # Labels outside the classes lose nothing, as Keras' one-hot gives.
-    labels = np.array([0, 8, 3, -1, 9, 4, 4, 1, 2, 7, 5, 6])
-    valid = (labels >= 0) & (labels < 9)
-    upstream = rng.normal(size=12).astype("float32")
-    cross_entropy = jax_cross_entropy()
-
-    def loss(logits):
-        return (cross_entropy(logits, labels) * upstream).sum()
-
-    losses = np.asarray(cross_entropy(logits, labels))
-    clipped = np.clip(labels, 0, 8)
-    expected = np.where(valid, numpy_token_cross_entropy(clipped, logits), 0)
-    np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6)
-    expected = numpy_cross_entropy_gradient(
-        clipped, logits, np.where(valid, upstream, 0)
-    )
-    for gradient in (jax.grad(loss), jax.jit(jax.grad(loss))):
-        np.testing.assert_allclose(
-            np.asarray(gradient(logits)), expected, rtol=1e-5, atol=1e-6
-        )
-
-
-@pytest.mark.skipif(
-    keras.config.backend() != "tensorflow",
-    reason="TensorFlow's cross-entropy by hand",
-)
-@pytest.mark.parametrize("graph", [False, True])
-def test_tensorflow_cross_entropy_and_its_gradient_match_numpy(graph, rng):
-    import tensorflow as tf
-
-    logits = rng.normal(scale=3.0, size=(12, 9)).astype("float32")
-    labels = np.array([0, 8, 3, 3, 8, 4, 4, 1, 2, 7, 5, 6], "int32")
-    upstream = rng.normal(size=12).astype("float32")
-    cross_entropy = tensorflow_cross_entropy()
-
-    def losses_and_gradient(logits):
-        with tf.GradientTape() as tape:
-            tape.watch(logits)
-            losses = cross_entropy(logits, labels)
-            loss = tf.reduce_sum(losses * upstream)
-        return losses, tape.gradient(loss, logits)
-
-    if graph:
-        losses_and_gradient = tf.function(losses_and_gradient)
-    losses, gradient = losses_and_gradient(tf.constant(logits))
-    np.testing.assert_allclose(
-        losses.numpy(),
-        numpy_token_cross_entropy(labels, logits),
-        rtol=1e-5,
-        atol=1e-6,
-    )
-    np.testing.assert_allclose(
-        gradient.numpy(),
-        numpy_cross_entropy_gradient(labels, logits, upstream),
-        rtol=1e-5,
-        atol=1e-6,
-    )
-
-
-@pytest.mark.skipif(
-    keras.config.backend() != "tensorflow",
-    reason="TensorFlow's cross-entropy by hand",
-)
-def test_tensorflow_cross_entropy_names_labels_outside_the_classes():
-    import tensorflow as tf
-
-    logits = np.zeros((4, 9), "float32")
-    # As TensorFlow's own kernel on a CPU: an error, not a silent 0.
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"received\W+9"):
-        tensorflow_cross_entropy()(logits, np.array([0, 9, 1, 2], "int32"))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"received\W+-1"):
-        tf.function(tensorflow_cross_entropy())(
-            logits, np.array([0, 1, -1, 2], "int32")
-        )
-
-
-@pytest.mark.skipif(
-    keras.config.backend() != "tensorflow",
-    reason="TensorFlow's cross-entropy by hand",
-)
-def test_tensorflow_token_cross_entropy_runs_no_softmax_kernel():
-    import tensorflow as tf
-
-    @tf.function
-    def loss_and_gradient(logits, labels):
-        with tf.GradientTape() as tape:
-            tape.watch(logits)
-            loss = tf.reduce_sum(token_cross_entropy(labels, logits))
-        return loss, tape.gradient(loss, logits)
-
-    graph = loss_and_gradient.get_concrete_function(
-        tf.TensorSpec((2, 5, 11), tf.float32), tf.TensorSpec((2, 5), tf.int32)
-    ).graph
-    types = {op.type for op in graph.get_operations()}
-    assert "SparseSoftmaxCrossEntropyWithLogits" not in types
-    # The XLA-compiled loss and gradient are called.
-    assert {"StatefulPartitionedCall", "PartitionedCall"} & types
 
 
 def test_binary_f1_matches_scikit_learn(rng):
@@ -148,7 +41,7 @@ def test_binary_f1_matches_scikit_learn(rng):
 
 
 @pytest.mark.parametrize("shape", [(6,), (3, 5), (2, 3, 4)])
-def test_token_cross_entropy_matches_numpy(shape, rng):
+def test_token_cross_entropy_matches_numpy(shape, kernels_mode, rng):
     logits = rng.normal(scale=3.0, size=(*shape, 11)).astype("float32")
     labels = rng.integers(0, 11, shape)
     losses = keras.ops.convert_to_numpy(token_cross_entropy(labels, logits))
@@ -170,7 +63,9 @@ def test_token_cross_entropy_matches_numpy(shape, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_language_model_loss_is_the_mean_over_weighted_positions(dtype, rng):
+def test_language_model_loss_is_the_mean_over_weighted_positions(
+    dtype, kernels_mode, rng
+):
     logits = rng.normal(scale=3.0, size=(4, 5, 13)).astype("float32")
     labels = rng.integers(0, 13, (4, 5))
     weights = (rng.random((4, 5)) < 0.4).astype("float32")
@@ -209,7 +104,7 @@ def test_language_model_loss_round_trips_through_its_config():
     assert restored.reduction == "mean_with_sample_weight"
 
 
-def test_perplexity_is_the_exponential_of_the_whole_mean(rng):
+def test_perplexity_is_the_exponential_of_the_whole_mean(kernels_mode, rng):
     metric = Perplexity()
     total, weight = 0.0, 0.0
     for _ in range(3):  # per-batch means would give a different figure
@@ -232,7 +127,9 @@ def numpy_token_accuracy(labels, scores):
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("shape", [(6,), (3, 5), (2, 3, 4)])
-def test_token_accuracy_is_at_the_first_maximum(shape, dtype, rng):
+def test_token_accuracy_is_at_the_first_maximum(
+    shape, dtype, kernels_mode, rng
+):
     # Scores from a few values, so that rows tie at their maximum often;
     # labels on the maxima, before them, after them, and out of range.
     scores = rng.integers(0, 3, size=(*shape, 7)).astype("float32")
@@ -251,7 +148,9 @@ def test_token_accuracy_is_at_the_first_maximum(shape, dtype, rng):
     )
 
 
-def test_token_accuracy_metric_weights_positions_as_keras_does(rng):
+def test_token_accuracy_metric_weights_positions_as_keras_does(
+    kernels_mode, rng
+):
     scores = rng.normal(size=(4, 9, 13)).astype("float32")
     labels = rng.integers(0, 13, (4, 9))
     labels[:, ::2] = np.argmax(scores, axis=-1)[:, ::2]
