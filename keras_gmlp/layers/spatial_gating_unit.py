@@ -14,10 +14,11 @@ from keras_gmlp.layers.toeplitz_matrix import traces_materialised_toeplitz
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
 TOEPLITZ_METHODS = ("auto", "matmul", "fft")
-# Token count from which `toeplitz_method="auto"` takes the FFT: from there
-# it was as fast or faster, forward and backward, for 1536 gated channels
-# on every backend (`benchmarks/spatial_gating.py`).
-FFT_CROSSOVER = 1024
+# Token count from which `toeplitz_method="auto"` takes the FFT: there a
+# unit of 1536 gated channels trains 1.09x (JAX) and 1.55x (TensorFlow) as
+# fast as with the materialised product, torch from 4096 tokens
+# (`benchmarks/spatial_gating.py`, results `spatial_gating_xeon_*`).
+FFT_CROSSOVER = 2048
 
 
 def check_modes(spatial, gating):
