@@ -1,9 +1,6 @@
 import keras
 from keras_hub.models import Backbone
 
-from keras_gmlp.kernels.batch_chains import join_batch
-from keras_gmlp.kernels.batch_chains import runs_batch_chains
-from keras_gmlp.kernels.batch_chains import split_batch
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.patch_embedding import PatchEmbedding
 from keras_gmlp.layers.patch_embedding import pair
@@ -175,25 +172,6 @@ class GMLPImageBackbone(FromPreset, PortableExport, Backbone):
         self.drop_path_rate = drop_path_rate
         self.pooling = pooling
         self.num_tokens = num_tokens
-
-    def call(self, inputs, training=None, mask=None):
-        """The functional graph's call; under TensorFlow, in a traced graph,
-        the blocks run on the two halves of the batch as two independent
-        chains (`keras_gmlp.kernels.batch_chains`). The same layers, the
-        same outputs."""
-        if not runs_batch_chains(inputs):
-            return super().call(inputs, training=training, mask=mask)
-        (images,) = self._standardize_inputs(inputs)
-        parts = split_batch(self.stem(images))
-        for block in self.blocks:
-            parts = [block(x, training=training) for x in parts]
-        features = self.final_norm(join_batch(parts))
-        if self.pooler is None:
-            return features
-        return {
-            "sequence_output": features,
-            "pooled_output": self.pooler(features),
-        }
 
     def get_config(self):
         config = super().get_config()

@@ -1,9 +1,6 @@
 import keras
 from keras_hub.src.models.backbone import Backbone
 
-from keras_gmlp.kernels.batch_chains import join_batch
-from keras_gmlp.kernels.batch_chains import runs_text_chains
-from keras_gmlp.kernels.batch_chains import split_batch
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 from keras_gmlp.layers.tied_embedding import TiedEmbedding
 from keras_gmlp.models.config import drop_path_rates
@@ -172,30 +169,6 @@ class GMLPTextBackbone(FromPreset, PortableExport, Backbone):
         self.causal = causal
         self.gating = gating
         self.drop_path_rate = drop_path_rate
-
-    def call(self, inputs, training=None, mask=None):
-        """The functional graph's call; under TensorFlow, in a traced
-        graph whose ops each have their chain's share of the cores, and
-        under JAX, in a step compiled for a CPU
-        (`keras_gmlp.kernels.batch_chains.runs_text_chains`), the blocks
-        run on the two halves of the batch as two independent chains. The
-        same layers, the same outputs."""
-        chained = isinstance(inputs, dict) and runs_text_chains(
-            inputs["token_ids"]
-        )
-        if not chained:
-            return super().call(inputs, training=training, mask=mask)
-        masks = split_batch(inputs["padding_mask"])
-        parts = [
-            self.token_embedding(ids)
-            for ids in split_batch(inputs["token_ids"])
-        ]
-        for block in self.blocks:
-            parts = [
-                block(x, padding_mask=part_mask, training=training)
-                for x, part_mask in zip(parts, masks, strict=True)
-            ]
-        return self.final_norm(join_batch(parts))
 
     def empty_cache(self, batch_size, max_length):
         """A zero decoding cache: a tuple of one dict per block.
