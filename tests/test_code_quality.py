@@ -102,3 +102,56 @@ def test_each_part_imports_only_what_it_builds_on(part):
             ):
                 found.append(f"{path.relative_to(ROOT)}:{line} {module}")
     assert found == []
+
+
+# Backend-specific code is the kernels' (and the preprocessors', which
+# feed tf.data): the layers and models are plain Keras ops.
+PREPROCESSING = (
+    "models/gmlp_image/gmlp_image_converter.py",
+    "models/gmlp_text/gmlp_tokenizer.py",
+)
+BACKENDS = ("jax", "tensorflow", "torch")
+HAND_WRITTEN_GRADIENTS = ("custom_gradient", "custom_vjp", "Function")
+
+
+def backend_specific_code(source):
+    """Yields `line what` for each backend check, backend import or
+    hand-written gradient in the Python `source`."""
+    tree = ast.parse(source)
+    for line, module in imported_modules(tree):
+        if module.split(".")[0] in BACKENDS or module.startswith("keras.src"):
+            yield f"{line} import {module}"
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            if node.attr == "backend" and ast.unparse(node.value) in (
+                "keras.config",
+                "keras.backend",
+            ):
+                yield f"{node.lineno} {ast.unparse(node)}"
+            if node.attr in HAND_WRITTEN_GRADIENTS:
+                yield f"{node.lineno} {ast.unparse(node)}"
+
+
+def test_backend_specific_code_is_found():
+    code = (
+        "import keras\nimport jax\n"
+        "def f():\n    return keras.config.backend() == 'jax'\n"
+    )
+    assert list(backend_specific_code(code)) == [
+        "2 import jax",
+        "4 keras.config.backend",
+    ]
+
+
+@pytest.mark.parametrize("part", ["layers", "models"])
+def test_layers_and_models_are_plain_keras(part):
+    found = []
+    for path in sorted((ROOT / "keras_gmlp" / part).rglob("*.py")):
+        relative = path.relative_to(ROOT / "keras_gmlp").as_posix()
+        if relative in PREPROCESSING:
+            continue
+        found += [
+            f"{relative}:{what}"
+            for what in backend_specific_code(path.read_text())
+        ]
+    assert found == []
