@@ -4,9 +4,10 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.kernels import gmlp_block
+from keras_gmlp.kernels.direct_call import direct_call
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers import TiedEmbedding
-from keras_gmlp.kernels.direct_call import direct_call
 
 POLICIES = ["float32", "mixed_bfloat16", "mixed_float16", "bfloat16"]
 
@@ -64,14 +65,27 @@ def test_quantized_layer_goes_through_its_quantized_call():
     )
 
 
+class KernelUnit(SpatialGatingUnit):
+    """A spatial gating unit whose `call` is the kernel `call_on_halves`,
+    for `Layer.__call__` to run as `direct_call` should."""
+
+    def call(self, inputs, attention=None):
+        if self.gating == "split":
+            u, v = keras.ops.split(inputs, 2, axis=-1)
+        else:
+            u = v = inputs
+        return gmlp_block.call_on_halves(self, u, v, attention=attention)
+
+
 @pytest.mark.parametrize("policy", POLICIES)
 @pytest.mark.parametrize("gating", ["split", "additive"])
-def test_a_method_runs_as_call_does(policy, gating):
-    # The spatial gating unit's `call_on_halves`, as the gMLP block calls
-    # it, against `Layer.__call__` of the unsplit input.
+def test_a_function_runs_as_call_does(policy, gating):
+    # The kernel `call_on_halves` of a spatial gating unit, as the gMLP
+    # block's kernel calls it, against `Layer.__call__` of the unsplit
+    # input through the same function.
     rng = np.random.default_rng(2)
     x = rng.normal(size=(2, 6, 8)).astype("float32")
-    unit = built(SpatialGatingUnit(gating=gating, dtype=policy), x)
+    unit = built(KernelUnit(gating=gating, dtype=policy), x)
     for weight in unit.weights:
         weight.assign(rng.normal(size=weight.shape) * 0.3)
     expected = unit(x)
@@ -79,7 +93,7 @@ def test_a_method_runs_as_call_does(policy, gating):
         u, v = x[..., :4], x[..., 4:]
     else:
         u = v = x
-    got = direct_call(unit, u, method="call_on_halves", v=v)
+    got = direct_call(unit, u, method=gmlp_block.call_on_halves, v=v)
     assert keras.backend.standardize_dtype(got.dtype) == (
         keras.backend.standardize_dtype(expected.dtype)
     )

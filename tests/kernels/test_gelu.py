@@ -4,8 +4,7 @@ and GELU `dense_gelu` (one oneDNN kernel in TensorFlow's inference
 graphs) and its halves as two products (`split_dense_gelu`, and before
 the GELU `split_dense`); the GELU of a biased input (`biased_gelu`,
 whose TensorFlow gradient function sums the bias gradient); and exports
-of the XLA functions' layers (GELU, LayerNormalization) that hold
-none."""
+of the XLA functions' kernels (GELU, `layer_norm`) that hold none."""
 
 import math
 
@@ -13,13 +12,12 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.layers import Dense
+from keras_gmlp.kernels import reference_only
 from keras_gmlp.kernels.gelu import biased_gelu
 from keras_gmlp.kernels.gelu import dense_gelu
 from keras_gmlp.kernels.gelu import gelu
 from keras_gmlp.kernels.gelu import split_dense
 from keras_gmlp.kernels.gelu import split_dense_gelu
-from keras_gmlp.kernels import reference_only
 from tests.gradients import gradients
 
 BACKEND = keras.config.backend()
@@ -109,12 +107,15 @@ def test_a_replaced_keras_gelu_runs_instead():
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's graphs")
-def test_portable_ops_trace_no_xla_function():
+def test_reference_only_traces_no_xla_function():
     import tensorflow as tf
 
-    def xla_functions(function):
+    from keras_gmlp.kernels.layer_normalization import layer_norm
+    from keras_gmlp.layers import GMLPBlock
+
+    def xla_functions(function, shape=(None, 16)):
         graph = function.get_concrete_function(
-            tf.TensorSpec((None, 16), "float32")
+            tf.TensorSpec(shape, "float32")
         ).graph
         names = []
         for definition in graph.as_graph_def().library.function:
@@ -123,15 +124,17 @@ def test_portable_ops_trace_no_xla_function():
                 names.append(definition.signature.name)
         return names
 
-    from keras_gmlp.layers import LayerNormalization
-
-    norm = LayerNormalization()
+    norm = keras.layers.LayerNormalization()
     norm.build((None, 16))
+    block = GMLPBlock(ffn_dim=32)
+    block.build((None, 4, 16))
     assert xla_functions(tf.function(gelu))
-    assert xla_functions(tf.function(norm))
+    assert xla_functions(tf.function(lambda x: layer_norm(norm, x)))
+    assert xla_functions(tf.function(block), (None, 4, 16))
     with reference_only():
         assert not xla_functions(tf.function(gelu))
-        assert not xla_functions(tf.function(norm))
+        # The block takes its reference call, with Keras' own norms.
+        assert not xla_functions(tf.function(block), (None, 4, 16))
         np.testing.assert_allclose(
             keras.ops.convert_to_numpy(gelu(inputs())),
             reference(inputs()),
@@ -272,7 +275,7 @@ class DenseGELU(keras.layers.Layer):
 
     def __init__(self, units, **kwargs):
         super().__init__(**kwargs)
-        self.dense = Dense(units, dtype=self.dtype_policy)
+        self.dense = keras.layers.Dense(units, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.dense.build(input_shape)
@@ -485,7 +488,7 @@ def test_split_dense_halves_are_the_projection_with_gradients(lora, policy):
 
 
 def test_split_dense_gelu_of_a_lora_dense_is_the_split_of_dense_gelu():
-    dense = Dense(24)
+    dense = keras.layers.Dense(24)
     dense.build((None, 16))
     dense.enable_lora(2)
     rng = np.random.default_rng(4)
@@ -502,7 +505,7 @@ def test_split_dense_gelu_runs_one_product_per_half_except_under_torch():
     # JAX (outside training) and TensorFlow: one product per half, no
     # product of all the columns. torch: one product, its halves views of
     # it; JAX in training: one product (memory), but `split_dense` two.
-    dense = Dense(24)
+    dense = keras.layers.Dense(24)
     dense.build((None, 16))
     x = inputs((3, 7, 16))
     if BACKEND == "jax":

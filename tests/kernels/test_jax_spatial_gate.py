@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.kernels import gmlp_block
 from keras_gmlp.layers import GMLPBlock
-from keras_gmlp.layers import SpatialGatingUnit
 from tests.gradients import assert_gradients_close
 from tests.layer_test import randomize_weights
 
@@ -32,14 +32,14 @@ def block_loss(block, x, upstream):
 
 
 def with_autograd(function):
-    """`function()` with the unit's usual call under JAX's own
-    differentiation, not the recomputing one."""
-    original = SpatialGatingUnit._recomputes_jax
-    SpatialGatingUnit._recomputes_jax = lambda self, hidden, length: False
+    """`function()` with the block kernel's usual call of the unit under
+    JAX's own differentiation, not the recomputing one."""
+    original = gmlp_block._recomputes_jax
+    gmlp_block._recomputes_jax = lambda unit, hidden, length: False
     try:
         return function()
     finally:
-        SpatialGatingUnit._recomputes_jax = original
+        gmlp_block._recomputes_jax = original
 
 
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
@@ -98,7 +98,7 @@ def test_training_program_does_not_grow_with_the_batch(rng):
     # images it is one dot.
     import jax
 
-    from keras_gmlp.layers.spatial_gating_unit import PER_EXAMPLE_DOTS_UP_TO
+    from keras_gmlp.kernels.gmlp_block import PER_EXAMPLE_DOTS_UP_TO
 
     block = GMLPBlock(ffn_dim=12)
     block.build((None, 6, 8))

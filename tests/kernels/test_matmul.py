@@ -5,8 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.kernels.matmul import matmul
+from keras_gmlp.layers import GMLPBlock
 from tests.gradients import BACKEND
 from tests.gradients import gradients
 from tests.rounding import as_float64

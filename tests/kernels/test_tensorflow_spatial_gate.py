@@ -10,6 +10,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp.kernels import gmlp_block
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from tests.gradients import assert_gradients_close
@@ -66,22 +67,22 @@ def training_gradient_graph(block, x):
 
 
 def with_autograd(function):
-    """`function()` with the unit's usual call under TensorFlow's own
-    differentiation, not the recomputing one."""
-    original = SpatialGatingUnit._recomputes_tensorflow
-    SpatialGatingUnit._recomputes_tensorflow = lambda self, hidden, length: (
-        False
-    )
+    """`function()` with the block kernel's usual call of the unit under
+    TensorFlow's own differentiation, not the recomputing gate: for a
+    block made under the scope (which takes no training gate), no gate's
+    `(batch, tokens, channels)` inputs are taken as recomputable."""
+    original = gmlp_block._recomputable_3d
+    gmlp_block._recomputable_3d = lambda unit, hidden, length: False
     try:
         return function()
     finally:
-        SpatialGatingUnit._recomputes_tensorflow = original
+        gmlp_block._recomputable_3d = original
 
 
 def counting_built(name, function):
     """`(function(), how many gates it built with
     `tensorflow_spatial_gate.<name>`)`."""
-    from keras_gmlp.layers import tensorflow_spatial_gate
+    from keras_gmlp.kernels import tensorflow_spatial_gate
 
     original = getattr(tensorflow_spatial_gate, name)
     built = []
@@ -163,14 +164,14 @@ def test_inference_exports_and_default_blocks_take_the_usual_call(rng):
 def without_training_gate(function):
     """`function()` with the default blocks' training call under
     TensorFlow's own differentiation, not the training gate's functions."""
-    original = SpatialGatingUnit.takes_tensorflow_training_gate
-    SpatialGatingUnit.takes_tensorflow_training_gate = lambda self, hidden: (
+    original = gmlp_block.takes_tensorflow_training_gate
+    gmlp_block.takes_tensorflow_training_gate = lambda unit, hidden, remat: (
         False
     )
     try:
         return function()
     finally:
-        SpatialGatingUnit.takes_tensorflow_training_gate = original
+        gmlp_block.takes_tensorflow_training_gate = original
 
 
 def counting_training_gates(function):
@@ -273,7 +274,7 @@ def amx(monkeypatch):
     """Runs a test as on a CPU with AMX, where the bfloat16 inference gate
     is taken (`keras_gmlp.kernels.cpu_features.has_amx`), whatever this
     machine's CPU."""
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
 
     monkeypatch.setattr(cpu_features, "has_amx", lambda: True)
 
@@ -333,7 +334,7 @@ def test_without_amx_bfloat16_inference_keeps_the_fused_product(
 ):
     # Without AMX, oneDNN's fused product, bias and GELU runs on the same
     # units as a plain product, and is faster than the gate.
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.gelu import _onednn_enabled
 
     monkeypatch.setattr(cpu_features, "has_amx", lambda: False)
@@ -380,23 +381,25 @@ def test_inference_gate_in_bfloat16_inference_only(rng, amx):
 
 
 def test_call_on_projection_takes_the_gate_as_asked(rng, amx):
-    # `training=None`, a direct call: the recomputing gate for a unit made
-    # under the scope, else the inference gate.
+    # `training=None`, a direct call: the recomputing gate for a block
+    # made under the scope (`remat`), else the inference gate.
     products = tuple(
         rng.normal(size=(2, 6, 5)).astype("bfloat16") for _ in range(2)
     )
     biases = tuple(rng.normal(size=(5,)).astype("bfloat16") for _ in range(2))
-    default = SpatialGatingUnit(dtype="mixed_bfloat16")
-    with keras.RematScope(mode="activations"):
-        rematerialized = SpatialGatingUnit(dtype="mixed_bfloat16")
+    unit = SpatialGatingUnit(dtype="mixed_bfloat16")
+    unit.build((2, 6, 10))
     counts = {}
-    for name, unit in (("default", default), ("remat", rematerialized)):
-        unit.build((2, 6, 10))
+    for name, remat in (("default", False), ("remat", True)):
         for training in (None, False, True):
 
-            def call(unit=unit, training=training):
-                return unit.call_on_projection(
-                    products, hidden_biases=biases, training=training
+            def call(remat=remat, training=training):
+                return gmlp_block.call_on_projection(
+                    unit,
+                    products,
+                    hidden_biases=biases,
+                    training=training,
+                    remat=remat,
                 )
 
             (_, inference), recomputing = counting_gates(
@@ -418,7 +421,7 @@ def folded_projections(function):
     the block's second projection was folded into it)`."""
     import inspect
 
-    from keras_gmlp.layers import tensorflow_spatial_gate
+    from keras_gmlp.kernels import tensorflow_spatial_gate
 
     original = tensorflow_spatial_gate.training_gelu_gate
     signature = inspect.signature(original)
@@ -579,11 +582,11 @@ import tensorflow as tf
 from keras_gmlp.layers import GMLPBlock
 
 x = tf.constant(np.random.default_rng(0).normal(size=(8, 64, 16)), "float32")
-from keras_gmlp.layers import SpatialGatingUnit
+from keras_gmlp.kernels import gmlp_block
 
 mode = "activations" if sys.argv[1] == "recomputed" else None
 if sys.argv[1] == "autograd":
-    SpatialGatingUnit.takes_tensorflow_training_gate = lambda self, h: False
+    gmlp_block.takes_tensorflow_training_gate = lambda unit, h, remat: False
 with keras.RematScope(mode=mode):
     stack = keras.Sequential([GMLPBlock(ffn_dim=128) for _ in range(6)])
 stack.build(x.shape)

@@ -5,8 +5,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_gmlp.layers import Dense
 from keras_gmlp.kernels import reference_only
+from keras_gmlp.kernels.dense import dense_call
+from keras_gmlp.kernels.direct_call import direct_call
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "torch", reason="torch's kernels"
@@ -111,7 +112,7 @@ def test_token_product_and_its_gradients_match_numpy(tokens, leading, amd, rng):
 def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
     monkeypatch, rng
 ):
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
     from keras_gmlp.kernels.torch_linear import over_tokens
 
@@ -136,7 +137,7 @@ def test_token_products_take_onednn_from_amds_family_26(
 ):
     # Family 25 (Zen 4): MKL's batched product is as fast, without the
     # rows' copies. Its linear products still take oneDNN.
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
     from keras_gmlp.kernels.torch_linear import linear
     from keras_gmlp.kernels.torch_linear import over_tokens
@@ -152,7 +153,7 @@ def test_token_products_take_onednn_from_amds_family_26(
 
 
 def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
     from keras_gmlp.kernels.torch_linear import linear
 
@@ -172,7 +173,7 @@ def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
     bound by reading the weight: oneDNN reads it on every thread."""
     import torch
 
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_WEIGHT_ELEMENTS
     from keras_gmlp.kernels.torch_linear import input_gradient
     from keras_gmlp.kernels.torch_linear import linear
@@ -204,7 +205,7 @@ def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
 def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
@@ -215,7 +216,7 @@ def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
 
 
 def test_exports_and_empty_batches_take_torchs_linear(monkeypatch, rng):
-    from keras_gmlp.layers import cpu_features
+    from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
@@ -228,15 +229,15 @@ def test_exports_and_empty_batches_take_torchs_linear(monkeypatch, rng):
     assert "OneDnnLinear" not in type(empty.grad_fn).__name__
 
 
-def test_dense_takes_it_and_trains_the_same(amd, rng):
+def test_dense_call_takes_it_and_trains_the_same(amd, rng):
     import torch
 
-    layer = Dense(6)
+    layer = keras.layers.Dense(6)
     layer.build((2, 3, 5))
     for weight in layer.weights:
         weight.assign(rng.normal(size=weight.shape))
     x = leaf(rng, (2, 3, 5))
-    outputs = layer(x)
+    outputs = direct_call(layer, x, method=dense_call)
     assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
     upstream = torch.tensor(rng.normal(size=(2, 3, 6)), dtype=torch.float32)
     by_kernel, by_bias = torch.autograd.grad(

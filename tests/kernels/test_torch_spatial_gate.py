@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from benchmarks.common import saved_tensor_storages
+from keras_gmlp.kernels import gmlp_block
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from tests.layer_test import randomize_weights
@@ -86,7 +87,7 @@ def gate_of(tensors):
 @pytest.fixture(params=["gelu of halves", "one gelu"])
 def gelu_form(request, monkeypatch):
     """Each form of the gate's GELU, whatever the dtype would choose."""
-    from keras_gmlp.layers import torch_spatial_gate
+    from keras_gmlp.kernels import torch_spatial_gate
 
     of_halves = request.param == "gelu of halves"
     monkeypatch.setattr(
@@ -179,16 +180,22 @@ def test_gelu_of_halves_in_float32_only(dtype, gelus, rng):
     assert counter.count == {"forward": 2 * gelus, "backward": gelus}
 
 
-def block_saved_bytes(block, x, recomputes):
-    original = SpatialGatingUnit._recomputes_torch
-    if not recomputes:
-        SpatialGatingUnit._recomputes_torch = lambda self, hidden, length: False
+def without_recomputing(function):
+    """`function()` with the block kernel's usual call of the unit under
+    autograd, not the recomputing gate."""
+    original = gmlp_block._recomputes_torch
+    gmlp_block._recomputes_torch = lambda unit, hidden, length: False
     try:
-        output, storages = saved_tensor_storages(
-            lambda: block(x, training=True)
-        )
+        return function()
     finally:
-        SpatialGatingUnit._recomputes_torch = original
+        gmlp_block._recomputes_torch = original
+
+
+def block_saved_bytes(block, x, recomputes):
+    def saved():
+        return saved_tensor_storages(lambda: block(x, training=True))
+
+    output, storages = saved() if recomputes else without_recomputing(saved)
     for weight in block.weights:  # the activations alone
         storages.pop(weight.value.untyped_storage().data_ptr(), None)
     return output, sum(storages.values())
@@ -247,7 +254,7 @@ def test_recomputes_only_where_it_applies(rng):
         hidden = torch.tensor(rng.normal(size=(2, 6, 12)), dtype=torch.float32)
         unit.build(hidden.shape)
         hidden.requires_grad_(True)
-        output = unit.call_on_projection(hidden)
+        output = gmlp_block.call_on_projection(unit, hidden)
         assert "RecomputedGateBackward" not in backward_names(output)
         expected = unit(keras.activations.gelu(hidden, approximate=False))
         np.testing.assert_allclose(
@@ -272,14 +279,13 @@ def test_output_projection_with_lora_is_applied_after_the_gate(rng):
         assert "RecomputedGateBackward" in backward_names(output)
         return torch.autograd.grad(output.square().sum(), weights)
 
-    original = SpatialGatingUnit._recomputes_torch
-    recomputed = gradients()
-    SpatialGatingUnit._recomputes_torch = lambda self, hidden, length: False
-    try:
+    def plain_gradients():
         output = block(x, training=True)
-        expected = torch.autograd.grad(output.square().sum(), weights)
-    finally:
-        SpatialGatingUnit._recomputes_torch = original
+        assert "RecomputedGateBackward" not in backward_names(output)
+        return torch.autograd.grad(output.square().sum(), weights)
+
+    recomputed = gradients()
+    expected = without_recomputing(plain_gradients)
     assert len(recomputed) == len(block.trainable_variables)
     for got, want in zip(recomputed, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
