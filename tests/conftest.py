@@ -37,24 +37,6 @@ def rng():
     return np.random.default_rng(0)
 
 
-@pytest.fixture(params=[True, False], ids=["amd", "not amd"])
-def amd(request, monkeypatch):
-    """The CPU taken for an AMD one, or not, whatever it is (the torch
-    layers' float32 products take oneDNN on AMD's,
-    `keras_gmlp.kernels.torch_linear`)."""
-    from keras_gmlp.layers import cpu_features
-
-    monkeypatch.setattr(cpu_features, "is_amd", lambda: request.param)
-    # A family whose token products take oneDNN too.
-    monkeypatch.setattr(cpu_features, "cpu_family", lambda: 26)
-    if keras.config.backend() == "torch":
-        from keras_gmlp.layers import torch_linear
-
-        # The tests' products are small: oneDNN takes them all.
-        monkeypatch.setattr(torch_linear, "MIN_MULTIPLY_ADDS", 0)
-    return request.param
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """Marks `one_backend(name)` tests `large` on the other backends.

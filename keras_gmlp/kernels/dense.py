@@ -33,6 +33,8 @@ def dense_call(layer, inputs, training=None):
         layer: a built `keras.layers.Dense`.
         inputs: tensor.
     """
+    if getattr(layer, "quantization_mode", None) is not None:
+        return layer.quantized_call(inputs, training=training)
     backend = keras.config.backend()
     if not is_affine(layer) or backend not in ("jax", "torch"):
         return keras.layers.Dense.call(layer, inputs, training=training)

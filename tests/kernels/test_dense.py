@@ -125,12 +125,6 @@ def test_lora_adds_its_low_rank_product(rng):
     np.testing.assert_array_equal(outputs, as_numpy(layer(x)))
 
 
-@pytest.mark.xfail(
-    reason="dense_call runs keras.layers.Dense.call for a quantized Dense "
-    "(keras_gmlp/kernels/dense.py, dense_call), which multiplies by the "
-    "int8 kernel without its scale, not the layer's quantized_call",
-    strict=True,
-)
 def test_a_quantized_dense_computes_its_quantized_call(rng):
     x = rng.normal(size=(3, 16)).astype("float32")
     layer = built_dense(x.shape, 8, rng)

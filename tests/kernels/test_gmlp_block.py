@@ -149,3 +149,16 @@ def test_token_product_and_gradients_match_numpy(dtype, shape, rng):
         assert got.shape == want.shape
         scale = np.abs(want).max()
         np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
+def test_a_quantized_block_equals_the_reference(rng, kernel_mode):
+    inputs = keras.Input((12, 16))
+    model = keras.Model(inputs, GMLPBlock(ffn_dim=32)(inputs))
+    randomize_weights(model, rng)
+    model.quantize("int8")
+    x = rng.normal(size=(2, 12, 16)).astype("float32")
+    outputs = {}
+    for mode in ("off", "on"):
+        kernel_mode(mode)
+        outputs[mode] = keras.ops.convert_to_numpy(model(x))
+    np.testing.assert_allclose(outputs["on"], outputs["off"], atol=1e-4)

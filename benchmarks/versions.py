@@ -1,0 +1,168 @@
+"""This checkout's training and inference steps against another checkout's.
+
+For each backend (`--backends`) two worker processes, one importing
+`keras_gmlp` from this checkout and one from `--baseline` (a checkout of
+another commit, e.g. `git worktree add ../baseline <commit>`), each set up
+as the `keras-gmlp` command sets up a training job
+(`set_backend_environment()` where the version has it,
+`configure_training_process()`), build the same rows: the gMLP-Ti/16
+image classifier's training and inference steps at `--batch-size`, and
+the pretraining recipe's masked LM (`gmlp_tiny`) training step at 128 and
+512 tokens. The driver times each row in both workers in alternated
+rounds; `x_baseline` is the baseline's median step time over this
+checkout's.
+
+Usage:
+    git worktree add ../baseline <commit>
+    python benchmarks/versions.py --baseline ../baseline --rounds 3 \\
+        --name versions_xeon
+Results: benchmarks/results/<name>.json (default name versions).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks import common  # noqa: E402
+
+ROWS = ("ti16_train", "ti16_infer", "mlm128_train", "mlm512_train")
+
+
+def worker(batch_size, batch_tokens):
+    """A worker's loop: builds a row on `"build"`, times it on `"run"`.
+
+    `keras_gmlp` comes from the first checkout on `PYTHONPATH`."""
+    root = str(common.REPOSITORY)
+    sys.path[:] = [p for p in sys.path if p != root] + [root]
+    import keras_gmlp
+
+    getattr(keras_gmlp, "set_backend_environment", lambda: None)()
+    from keras_gmlp.kernels import configure_training_process
+
+    configure_training_process()
+    from benchmarks import masked_lm_speed
+
+    steps = {}
+
+    def build(row):
+        if row.startswith("ti16"):
+            model = common.build_image_classifier(
+                "gmlp_ti16_224", 224, jit_compile=False, precision="float32"
+            )
+            images, labels = common.random_image_batch(batch_size, 224)
+            if row == "ti16_train":
+                step = lambda: model.train_on_batch(images, labels)  # noqa: E731
+            else:
+                step = lambda: model.predict_on_batch(images)  # noqa: E731
+        else:
+            length = 128 if row == "mlm128_train" else 512
+            model, _ = masked_lm_speed.build("gmlp", "gmlp_tiny", length, 8192)
+            x, y = masked_lm_speed.batch(
+                model, length, max(1, batch_tokens // length), 8192
+            )
+            step = lambda: model.train_on_batch(x, y)  # noqa: E731
+        step()
+        step()
+        steps[row] = step
+        return {"built": row, "package": os.path.dirname(keras_gmlp.__file__)}
+
+    def run(row, repeats):
+        wall, cpu = common.timed(steps[row], repeats)
+        return {"seconds": wall / repeats, "cpu_seconds": cpu / repeats}
+
+    common.serve({"build": build, "run": run})
+
+
+def measure(backend, args):
+    """The rows of one backend, both versions alternated."""
+    workers = {}
+    for version, path in (
+        ("this", common.REPOSITORY),
+        ("baseline", args.baseline),
+    ):
+        env = dict(os.environ, KERAS_BACKEND=backend)
+        env["PYTHONPATH"] = os.pathsep.join(
+            [os.path.abspath(path), str(common.REPOSITORY)]
+        )
+        command = [sys.executable, __file__, "--worker"]
+        command += ["--batch-size", str(args.batch_size)]
+        command += ["--batch-tokens", str(args.batch_tokens)]
+        workers[version] = common.Worker(command, env, sys.stderr)
+    rows = []
+    try:
+        for row in args.rows:
+            built = {v: w.ask("build", row=row) for v, w in workers.items()}
+            times = {version: [] for version in workers}
+            for _ in range(args.rounds):
+                for version, worker_process in workers.items():
+                    answer = worker_process.ask(
+                        "run", row=row, repeats=args.repeats
+                    )
+                    times[version].append(answer.get("seconds"))
+            this = common.median(times["this"])
+            baseline = common.median(times["baseline"])
+            result = {
+                "backend": backend,
+                "row": row,
+                "this_s": this,
+                "baseline_s": baseline,
+                "rounds_s": times,
+                "x_baseline": baseline / this if this and baseline else None,
+                "built": built,
+            }
+            print(
+                f"{backend:10s} {row:13s} this {this:.3f} s  baseline "
+                f"{baseline:.3f} s  x{result['x_baseline']:.2f}",
+                flush=True,
+            )
+            rows.append(result)
+    finally:
+        for worker_process in workers.values():
+            worker_process.close()
+    return rows
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--baseline", help="the other checkout's folder")
+    parser.add_argument(
+        "--backends", nargs="+", default=["jax", "tensorflow", "torch"]
+    )
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-tokens", type=int, default=4096)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--name", default="versions")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.worker:
+        return worker(args.batch_size, args.batch_tokens)
+    if not args.baseline:
+        raise SystemExit("Received no --baseline; expected a checkout folder.")
+    report = {**common.header(with_backend=False), "arguments": vars(args)}
+    print(common.describe({**report, "backend": "all"}), flush=True)
+    report["rows"] = [
+        row for backend in args.backends for row in measure(backend, args)
+    ]
+    path = common.write_results(args.name, report)
+    print(f"wrote {path}")
+    print(
+        json.dumps(
+            [(r["backend"], r["row"], r["x_baseline"]) for r in report["rows"]]
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
