@@ -677,8 +677,12 @@ def timm_worker_command(
     ]
 
 
-def configure_threads(threads):
-    """Pins the backend's thread pools to `threads` (before any op)."""
+def configure_threads(threads, share_cores=False):
+    """Pins the backend's thread pools to `threads` (before any op).
+
+    With `share_cores`, TensorFlow's ops get their chain's share of them
+    instead (`keras_gmlp.kernels.share_cores_between_chains`, as the
+    image jobs run). Returns whether they do."""
     backend = os.environ["KERAS_BACKEND"]
     if backend == "torch":
         import torch
@@ -687,8 +691,14 @@ def configure_threads(threads):
     elif backend == "tensorflow":
         import tensorflow as tf
 
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        from keras_gmlp.kernels import share_cores_between_chains
+
+        shared = share_cores and share_cores_between_chains(threads)
+        if not shared:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
         tf.config.threading.set_inter_op_parallelism_threads(threads)
+        return bool(shared)
+    return False
 
 
 def build_image_classifier(model_name, image_size, jit_compile, precision):

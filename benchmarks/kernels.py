@@ -12,7 +12,8 @@ built per variant, with the same weights:
   to show what each operation's kernel brings by itself.
 
 Each variant is traced (JAX, TensorFlow) or run (torch) under its own
-mode; the steps are timed in interleaved rounds (`common.alternate`).
+mode; the steps are timed in interleaved rounds (`common.alternate`), in
+a process set up as the `keras-gmlp` command sets up a training job.
 `x_reference` is the reference's median step time over the variant's.
 
 Usage:
@@ -140,6 +141,13 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    # Set up as the `keras-gmlp` command sets up a training job.
+    import keras_gmlp
+
+    keras_gmlp.set_backend_environment()
+    from keras_gmlp.kernels import configure_training_process
+
+    configure_training_process()
     report = {**common.header(), "arguments": vars(args), "rows": []}
     print(common.describe(report), flush=True)
     for row in args.rows:

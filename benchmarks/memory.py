@@ -43,7 +43,7 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps."""
     common.start_reusing_freed_memory(args.reuse_freed_memory)
-    common.configure_threads(args.threads)
+    common.configure_threads(args.threads, args.share_cores)
     import keras
 
     remat_mode = "activations" if args.remat_activations else None
@@ -132,6 +132,12 @@ def main():
     )
     common.add_reuse_freed_memory_argument(parser)
     parser.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="the TensorFlow workers call keras_gmlp.kernels."
+        "share_cores_between_chains() first, as the image jobs do",
+    )
+    parser.add_argument(
         "--steady-steps",
         type=int,
         default=3,
@@ -196,6 +202,7 @@ def main():
                             if args.remat_activations
                             else []
                         ),
+                        *(["--share-cores"] if args.share_cores else []),
                     ],
                     common.worker_env(backend, args.threads),
                 )

@@ -22,13 +22,14 @@ bfloat16 rows are marked where the CPU has neither AVX512-BF16 nor AMX.
 Usage:
     python benchmarks/vision.py --models gmlp_ti16_224 gmlp_s16_224 \\
         --precisions float32 mixed_bfloat16 --jit auto --batch-size 32 \\
-        --reuse-freed-memory --suffix _epyc25
+        --reuse-freed-memory --share-cores --suffix _epyc25
     KERAS_BACKEND=jax python benchmarks/vision.py --profile
 Results: benchmarks/results/vision_<model><suffix>.json (every backend in
 one file); the workers' stderr goes to benchmarks/results/vision_workers.log.
 """
 
 import argparse
+import concurrent.futures
 import os
 import sys
 import time
@@ -54,7 +55,7 @@ def worker(args):
 
         set_job_xla_flags()  # does nothing outside TensorFlow
     common.start_reusing_freed_memory(args.reuse_freed_memory)
-    common.configure_threads(args.threads)
+    shared = common.configure_threads(args.threads, args.share_cores)
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
     variants, errors = {}, {}
     for variant in args.variants:
@@ -82,9 +83,14 @@ def worker(args):
         wall, cpu = common.timed(step, steps)
         return {"seconds": wall, "cpu_seconds": cpu}
 
+    from keras_gmlp.kernels.batch_chains import CHAINS
     from keras_gmlp.kernels.matmul import matmul as package_matmul
 
     operands = {}
+    # With the cores shared between the chains, one product has only its
+    # share: the rate is that of `CHAINS` products side by side.
+    side_by_side = CHAINS if shared else 1
+    pool = concurrent.futures.ThreadPoolExecutor(CHAINS) if shared else None
 
     def matmul(precision, size=2048, repeats=3):
         dtype = "float32" if precision == "float32" else "bfloat16"
@@ -96,12 +102,22 @@ def worker(args):
         a, b = operands[dtype]
 
         def products():
-            return common.block(package_matmul(a, b))
+            if side_by_side == 1:  # on this thread
+                return common.block(package_matmul(a, b))
+            tasks = [
+                pool.submit(lambda: common.block(package_matmul(a, b)))
+                for _ in range(side_by_side)
+            ]
+            for task in tasks:
+                task.result()
 
         products()
         wall, cpu = common.timed(products, repeats)
         # Seconds per product, as the driver counts FLOPs.
-        return {"seconds": wall, "cpu_seconds": cpu}
+        return {
+            "seconds": wall / side_by_side,
+            "cpu_seconds": cpu / side_by_side,
+        }
 
     def info():
         return {
@@ -156,6 +172,7 @@ def measure_backend(args, model, backend, timm, log):
             "--variants",
             *variants,
             *common.reuse_freed_memory_flags(args.reuse_freed_memory),
+            *(["--share-cores"] if args.share_cores else []),
             *(["--job-xla-flags"] if args.job_xla_flags else []),
         ],
         common.worker_env(backend, args.threads),
@@ -447,6 +464,13 @@ def main():
         "30-block step takes minutes)",
     )
     common.add_reuse_freed_memory_argument(parser)
+    parser.add_argument(
+        "--share-cores",
+        action="store_true",
+        help="the TensorFlow worker calls keras_gmlp.kernels."
+        "share_cores_between_chains() first, as the image jobs do; its "
+        "matmul rate is then that of the chains' products side by side",
+    )
     parser.add_argument(
         "--job-xla-flags",
         action="store_true",

@@ -327,7 +327,8 @@ def main(argv=None):
     `keras_gmlp.kernels.configure_training_process()`: under JAX each
     step then reuses the memory the last one freed; under TensorFlow the
     XLA functions are compiled with the jobs' flags (512-bit vectors on a
-    CPU with AVX-512, no YNNPACK fusions). Every other command first
+    CPU with AVX-512, no YNNPACK fusions) and each op runs on its share of
+    the cores, for the blocks' two chains. Every other command first
     calls `keras_gmlp.kernels.compile_jax_draws_once()` (part of those
     settings): under JAX, building a model then compiles its initializers'
     draws once per distribution, not once per shape.

@@ -22,6 +22,8 @@ program for the same speed:
   reuses the memory the last one freed instead of faulting it in afresh;
 - `set_job_xla_flags()`, `prefer_wide_vectors()`, `skip_ynn_fusions()`
   (`xla_flags`): TensorFlow's XLA:CPU flags;
+- `share_cores_between_chains()` (`threads`): under TensorFlow, each op on
+  its share of the cores, for the blocks' two chains over the batch;
 - `compile_jax_draws_once()` (`jax_draws`): under JAX, Keras' initializers
   draw through one compilation per distribution, not one per shape.
 
@@ -37,6 +39,7 @@ from keras_gmlp.kernels.registry import configure
 from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.registry import mode
 from keras_gmlp.kernels.registry import reference_only
+from keras_gmlp.kernels.threads import share_cores_between_chains
 from keras_gmlp.kernels.xla_flags import prefer_wide_vectors
 from keras_gmlp.kernels.xla_flags import set_job_xla_flags
 from keras_gmlp.kernels.xla_flags import skip_ynn_fusions
@@ -52,5 +55,6 @@ __all__ = [
     "reference_only",
     "reuse_freed_memory",
     "set_job_xla_flags",
+    "share_cores_between_chains",
     "skip_ynn_fusions",
 ]

@@ -41,6 +41,7 @@ from keras_gmlp.kernels.layer_normalization import jax_layer_norm
 from keras_gmlp.kernels.layer_normalization import layer_norm
 from keras_gmlp.kernels.matmul import jax_dot
 from keras_gmlp.kernels.matmul import matmul
+from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 
@@ -51,9 +52,28 @@ def is_static(length):
 def gmlp_block(block, inputs, padding_mask=None, training=None):
     """`GMLPBlock.call` of `inputs`; `NotImplemented` for symbolic
     inputs (a functional model's construction), which the reference
-    traces."""
+    traces. Under TensorFlow, on the halves of the batch as two chains
+    (the `"batch_chains"` operation)."""
     if isinstance(inputs, keras.KerasTensor) or not block.built:
         return NotImplemented
+    return dispatch(
+        "batch_chains",
+        on_the_whole_batch,
+        one_chain,
+        block,
+        inputs,
+        padding_mask,
+        training,
+    )
+
+
+def on_the_whole_batch(block_kernel, *args):
+    """`block_kernel(*args)`: `"batch_chains"`' reference."""
+    return block_kernel(*args)
+
+
+def one_chain(block, inputs, padding_mask=None, training=None):
+    """`gmlp_block` on the whole batch."""
     normalized = direct_call(block.norm, inputs, method=layer_norm)
     attention = None
     if block.tiny_attention is not None:

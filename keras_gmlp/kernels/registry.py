@@ -30,6 +30,9 @@ MODES = ("auto", "on", "off")
 # Operation -> backend -> "module:function" of the kernel, imported on
 # first use.
 KERNELS = {
+    "batch_chains": {
+        "tensorflow": "keras_gmlp.kernels.batch_chains:tensorflow_batch_chains",
+    },
     "gmlp_block": {
         "jax": "keras_gmlp.kernels.gmlp_block:gmlp_block",
         "tensorflow": "keras_gmlp.kernels.gmlp_block:gmlp_block",

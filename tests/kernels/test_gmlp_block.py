@@ -162,3 +162,35 @@ def test_a_quantized_block_equals_the_reference(rng, kernel_mode):
         kernel_mode(mode)
         outputs[mode] = keras.ops.convert_to_numpy(model(x))
     np.testing.assert_allclose(outputs["on"], outputs["off"], atol=1e-4)
+
+
+@pytest.mark.one_backend("tensorflow")
+def test_batch_chains_equal_one_chain_in_a_graph(rng, kernel_mode):
+    import tensorflow as tf
+
+    from keras_gmlp.kernels import batch_chains
+
+    block = GMLPBlock(ffn_dim=48, attention_dim=8)
+    x = rng.normal(size=(5, 12, 16)).astype("float32")
+    mask = np.ones((5, 12), bool)
+    mask[:, -3:] = False
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    splits = []
+    original = batch_chains.split_batch
+
+    def counted(tensor):
+        splits.append(tensor.shape)
+        return original(tensor)
+
+    outputs = {}
+    for operations in (None, {"gmlp_block"}):
+        kernel_mode("on", operations)
+        batch_chains.split_batch = counted
+        try:
+            graph = tf.function(lambda x, m: block(x, padding_mask=m))
+            outputs[operations is None] = graph(x, mask).numpy()
+        finally:
+            batch_chains.split_batch = original
+    assert len(splits) == 2  # the inputs and the mask, with the chains only
+    np.testing.assert_allclose(outputs[True], outputs[False], atol=1e-5)

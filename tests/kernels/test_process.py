@@ -1,7 +1,7 @@
 """`keras_gmlp.kernels.configure_training_process`: the process settings
 of the training jobs, each checked by its effect in a fresh process of
 this suite's backend (the settings' own cases are in test_allocator.py,
-and test_xla_flags.py)."""
+test_threads.py and test_xla_flags.py)."""
 
 import json
 import os
@@ -14,7 +14,10 @@ import pytest
 from keras_gmlp import cli
 from keras_gmlp.kernels import allocator
 from keras_gmlp.kernels import jax_draws
+from keras_gmlp.kernels import threads
 from keras_gmlp.kernels import xla_flags
+from keras_gmlp.kernels.batch_chains import CHAINS
+from keras_gmlp.kernels.batch_chains import usable_cores
 from keras_gmlp.kernels.cpu_features import has_avx512
 from tests.fresh_python import last_line_of
 
@@ -22,6 +25,7 @@ OPT_OUTS = {
     allocator.ENV_VARIABLE: "0",
     xla_flags.ENV_VARIABLE: "0",
     xla_flags.YNN_ENV_VARIABLE: "1",
+    threads.ENV_VARIABLE: "0",
     jax_draws.ENV_VARIABLE: "0",
 }
 
@@ -74,10 +78,13 @@ def test_the_jobs_settings_take_effect():
         added = [*wide, "--xla_cpu_experimental_ynn_fusion_type="]
         assert returned["set_job_xla_flags"] == added
         assert report["xla_flags"].split() == before.split() + added
-        assert report["threads"] == 0  # TensorFlow's default: every core
+        expected_threads = max(1, usable_cores() // CHAINS)
+        assert returned["share_cores_between_chains"] == expected_threads
+        assert report["threads"] == expected_threads
     else:
         assert returned["set_job_xla_flags"] == []
         assert report["xla_flags"] == before
+        assert returned["share_cores_between_chains"] is None
     assert returned["compile_jax_draws_once"] is (backend == "jax")
     if backend == "jax":
         # Each step on the calling thread, which keeps the freed buffer.
@@ -94,6 +101,7 @@ def test_each_setting_has_its_opt_out():
     assert report["returned"] == {
         "reuse_freed_memory": False,
         "set_job_xla_flags": [],
+        "share_cores_between_chains": None,
         "compile_jax_draws_once": False,
     }
     assert report["xla_flags"] == os.environ.get("XLA_FLAGS", "")
