@@ -54,8 +54,10 @@ def variants(operations):
 
 
 def image_step(model_name, training, batch_size, precision):
+    # Keras' default: XLA under JAX, TensorFlow's graph of kernels on a
+    # CPU, eager torch.
     model = common.build_image_classifier(
-        model_name, 224, jit_compile=False, precision=precision
+        model_name, 224, jit_compile="auto", precision=precision
     )
     images, labels = common.random_image_batch(batch_size, 224)
     if training:

@@ -60,8 +60,8 @@ import numpy as np
 
 from keras_gmlp.generation import model_sequence_length
 from keras_gmlp.kernels import reference_only
-from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
-from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
+from keras_gmlp.layers.toeplitz_matrix import FFT_FREE_FORMATS
+from keras_gmlp.layers.toeplitz_matrix import materialised_toeplitz
 from keras_gmlp.training import files
 
 

@@ -28,9 +28,20 @@ def usable_cores():
     return os.cpu_count() or 1
 
 
+def chains_fit_the_cores():
+    """Whether `CHAINS` of TensorFlow's ops at once use at most the cores:
+    its intra-op threads set to a chain's share of them (by default each
+    op takes every core, and two chains are then slower than one)."""
+    import tensorflow as tf
+
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    return 0 < threads * CHAINS <= usable_cores()
+
+
 def runs_batch_chains(inputs):
     """Whether `inputs` run as `CHAINS` chains: under TensorFlow, in a
-    graph that XLA does not compile, on a tensor (not symbolic)."""
+    graph that XLA does not compile, on a tensor (not symbolic), with the
+    cores shared between the chains (`chains_fit_the_cores`)."""
     if keras.config.backend() != "tensorflow" or not xla_functions_enabled():
         return False
     if isinstance(inputs, keras.KerasTensor):
@@ -39,8 +50,10 @@ def runs_batch_chains(inputs):
     from tensorflow.python.ops import control_flow_util
 
     graph = tf.compat.v1.get_default_graph()
-    return not tf.executing_eagerly() and not (
-        control_flow_util.GraphOrParentsInXlaContext(graph)
+    return (
+        not tf.executing_eagerly()
+        and not control_flow_util.GraphOrParentsInXlaContext(graph)
+        and chains_fit_the_cores()
     )
 
 

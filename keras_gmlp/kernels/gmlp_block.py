@@ -9,10 +9,10 @@ rounding), computed so:
   and Dense layers by the kernels `layer_norm` and `dense_call`;
 - the first projection is two products, one per half (`split_dense`,
   `split_dense_gelu`), where that is faster;
-- in training under JAX and torch the spatial gate is one function that
-  keeps only the GELU's input and the token product for the backward pass
-  and recomputes the GELU and the norm there
-  (`jax_spatial_gate`, `torch_spatial_gate`); under TensorFlow its
+- in training under JAX the spatial gate is one function that keeps only
+  the GELU's input and the token product for the backward pass and
+  recomputes the GELU and the norm there (`jax_spatial_gate`); under
+  TensorFlow its
   gated half and its gradient are XLA functions (`tensorflow_spatial_gate`),
   recomputing more for a block made under
   `keras.RematScope(mode="activations")`;
@@ -65,6 +65,17 @@ def gmlp_block(block, inputs, padding_mask=None, training=None):
         padding_mask,
         training,
     )
+
+
+def torch_gmlp_block(block, inputs, padding_mask=None, training=None):
+    """`gmlp_block` under torch, outside training only (while gradients
+    are recorded the reference path trains as fast: 0.91-0.97x with this
+    kernel, `benchmarks/kernels.py`)."""
+    import torch
+
+    if torch.is_grad_enabled():
+        return NotImplemented
+    return gmlp_block(block, inputs, padding_mask, training)
 
 
 def on_the_whole_batch(block_kernel, *args):
@@ -230,20 +241,14 @@ def call_on_projection(
             attention,
             output_projection,
         )
-    recomputes_torch = not pair and _recomputes_torch(unit, hidden, length)
-    if recomputes_torch or recomputes_tensorflow:
-        unit.check_length(length)
-        if recomputes_torch:
-            from keras_gmlp.kernels.torch_spatial_gate import (
-                recomputed_spatial_gate,
-            )
-        else:
-            from keras_gmlp.kernels import tensorflow_spatial_gate
+    if recomputes_tensorflow:
+        from keras_gmlp.kernels import tensorflow_spatial_gate
 
-            recomputed_spatial_gate = functools.partial(
-                tensorflow_spatial_gate.recomputed_spatial_gate,
-                hidden_biases=hidden_biases,
-            )
+        unit.check_length(length)
+        recomputed_spatial_gate = functools.partial(
+            tensorflow_spatial_gate.recomputed_spatial_gate,
+            hidden_biases=hidden_biases,
+        )
         first = ops.convert_to_tensor(first)
         if not pair:
             hidden = first
@@ -437,20 +442,6 @@ def _recomputable(unit, hidden, length):
         and unit.norm.center
         and not unit.norm.rms_scaling
         and not isinstance(hidden, keras.KerasTensor)
-    )
-
-
-def _recomputes_torch(unit, hidden, length):
-    """Whether `call_on_projection` takes the recomputing torch gate."""
-    if keras.config.backend() != "torch":
-        return False
-    import torch
-
-    return (
-        torch.is_grad_enabled()
-        and _recomputable(unit, hidden, length)
-        and ops.convert_to_tensor(hidden).dtype
-        in (torch.float32, torch.bfloat16, torch.float16)
     )
 
 

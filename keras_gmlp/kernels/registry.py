@@ -36,21 +36,15 @@ KERNELS = {
     "gmlp_block": {
         "jax": "keras_gmlp.kernels.gmlp_block:gmlp_block",
         "tensorflow": "keras_gmlp.kernels.gmlp_block:gmlp_block",
-        "torch": "keras_gmlp.kernels.gmlp_block:gmlp_block",
+        "torch": "keras_gmlp.kernels.gmlp_block:torch_gmlp_block",
     },
     "toeplitz_matrix": {
-        "tensorflow": "keras_gmlp.kernels.toeplitz_matrix:"
-        "tensorflow_toeplitz_matrix",
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
     },
     "step_function": {
         "jax": "keras_gmlp.kernels.allocator:with_ready_inputs",
     },
-    "token_accuracy": {
-        "jax": "keras_gmlp.kernels.text_metrics:jax_token_accuracy",
-    },
     "token_cross_entropy": {
-        "jax": "keras_gmlp.kernels.text_metrics:jax_token_cross_entropy",
         "tensorflow": (
             "keras_gmlp.kernels.text_metrics:tensorflow_token_cross_entropy"
         ),

@@ -1,14 +1,11 @@
 import keras
 from keras import ops
 
-from keras_gmlp.layers.toeplitz_matrix import FFT_FREE_FORMATS  # noqa: F401
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
-from keras_gmlp.layers.toeplitz_matrix import fast_fft_length
-from keras_gmlp.layers.toeplitz_matrix import fft_token_product
 from keras_gmlp.layers.toeplitz_matrix import is_static
 from keras_gmlp.layers.toeplitz_matrix import leading
-from keras_gmlp.layers.toeplitz_matrix import materialised_toeplitz  # noqa: F401
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
+from keras_gmlp.layers.toeplitz_matrix import toeplitz_product_by_fft
 from keras_gmlp.layers.toeplitz_matrix import traces_materialised_toeplitz
 
 SPATIAL_MODES = ("dense", "toeplitz")
@@ -195,12 +192,15 @@ class SpatialGatingUnit(keras.layers.Layer):
         return self.toeplitz_method == "fft" or length >= FFT_CROSSOVER
 
     def call(self, inputs, attention=None):
-        if self.gating == "split":
-            u, v = ops.split(inputs, 2, axis=-1)
-        else:
-            u = v = inputs
+        u, v = self.halves(inputs)
         mixed = self.token_product(self.norm(v))
         return self.gate(u, mixed, attention)
+
+    def halves(self, inputs):
+        """`(u, v)`: the split gating's halves, else the input twice."""
+        if self.gating == "split":
+            return tuple(ops.split(inputs, 2, axis=-1))
+        return inputs, inputs
 
     def token_product(self, v):
         """`W @ v + b` over the tokens of `v` `(batch, tokens, channels)`."""
@@ -214,25 +214,11 @@ class SpatialGatingUnit(keras.layers.Layer):
         return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
 
     def token_product_by_fft(self, v, length):
-        """`token_product` of a Toeplitz `W` as a linear convolution:
-        `(W v)[i] = sum_j w[i - j + n - 1] v[j]`, the filter's taps of
-        negative offset at its end, `v` zero-padded past `2 length - 1`
-        tokens so that no output wraps around."""
-        n = self.sequence_length
-        taps = length if is_static(length) else n
-        fft_length = fast_fft_length(2 * taps - 1)
-        kernel = ops.cast(self.kernel, "float32")
-        backward = 0 if self.causal else taps - 1
-        filter_taps = ops.concatenate(
-            [
-                kernel[n - 1 : n - 1 + taps],
-                ops.zeros((fft_length - taps - backward,), "float32"),
-                kernel[n - 1 - backward : n - 1],
-            ],
-            axis=0,
-        )
+        """`token_product` of a Toeplitz `W` by real FFT."""
         bias = leading(ops.cast(self.bias, "float32"), length, 0)
-        return fft_token_product(v, filter_taps, bias, fft_length)
+        return toeplitz_product_by_fft(
+            self.kernel, v, bias, length, self.sequence_length, self.causal
+        )
 
     def gate(self, u, mixed, attention=None):
         """The gating of `u` by the token product `mixed`."""
@@ -284,10 +270,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         """
         max_length = cache.shape[-2]
         inputs = ops.cast(inputs, self.compute_dtype)
-        if self.gating == "split":
-            u, v = ops.split(inputs, 2, axis=-1)
-        else:
-            u = v = inputs
+        u, v = self.halves(inputs)
         z = self.norm(v)
         start = cache_update_index
         cache = ops.slice_update(cache, [0, start, 0], ops.cast(z, cache.dtype))

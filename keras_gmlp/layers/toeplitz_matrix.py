@@ -80,6 +80,29 @@ def fft_token_product(v, taps, bias, fft_length):
     return ops.cast(y + bias[:, None], v.dtype)
 
 
+def toeplitz_product_by_fft(taps, v, bias, length, sequence_length, causal):
+    """`W @ v + b` for the Toeplitz `W` of `taps` `(2 n - 1,)` over `v`
+    `(batch, length, channels)`, as a linear convolution by real FFT:
+    `(W v)[i] = sum_j taps[i - j + n - 1] v[j]`, the filter's taps of
+    negative offset at its end, `v` zero-padded past `2 length - 1`
+    tokens so that no output wraps around (causal: no negative offsets).
+    `length` may be symbolic (then the filter spans `n` tokens)."""
+    n = sequence_length
+    span = length if is_static(length) else n
+    fft_length = fast_fft_length(2 * span - 1)
+    taps = ops.cast(taps, "float32")
+    backward = 0 if causal else span - 1
+    filter_taps = ops.concatenate(
+        [
+            taps[n - 1 : n - 1 + span],
+            ops.zeros((fft_length - span - backward,), "float32"),
+            taps[n - 1 - backward : n - 1],
+        ],
+        axis=0,
+    )
+    return fft_token_product(v, filter_taps, bias, fft_length)
+
+
 def toeplitz_matrix(taps, length):
     """`W[i, j] = taps[i - j + m - 1]` for `i, j < length`.
 

@@ -3,8 +3,8 @@ import contextlib
 import keras
 
 from keras_gmlp import kernels
-from keras_gmlp.layers.spatial_gating_unit import FFT_FREE_FORMATS
-from keras_gmlp.layers.spatial_gating_unit import materialised_toeplitz
+from keras_gmlp.layers.toeplitz_matrix import FFT_FREE_FORMATS
+from keras_gmlp.layers.toeplitz_matrix import materialised_toeplitz
 from keras_gmlp.models.preset_loader import FromPreset
 from keras_gmlp.optimizers import build_optimizer_before_tracing
 from keras_gmlp.optimizers import no_decay_variables

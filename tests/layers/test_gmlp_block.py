@@ -180,10 +180,10 @@ def test_numpy_block_gradients_match_finite_differences(rng):
 def test_gradients_match_numpy_reference(
     spatial, causal, method, policy, training, rng
 ):
-    # Under torch and in JAX training the gate recomputes its GELU and
-    # norm in the backward pass (`keras_gmlp.kernels.torch_spatial_gate`,
-    # `jax_spatial_gate`), under JAX from the projection's halves taken
-    # apart (`split_dense`); the FFT product takes the unit's usual call.
+    # With the kernels (the default on a CPU), in JAX training the gate
+    # recomputes its GELU and norm in the backward pass
+    # (`keras_gmlp.kernels.jax_spatial_gate`) from the projection's halves
+    # taken apart (`split_dense`); the FFT product takes the unit's call.
     # Under TensorFlow outside training a bfloat16 block takes the
     # inference gate's XLA functions, which TensorFlow differentiates
     # itself (a model fine-tuned in inference mode). Every backend's

@@ -7,7 +7,7 @@ import pytest
 from keras_gmlp.layers import GMLPBlock
 from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.spatial_gating_unit import FFT_CROSSOVER
-from keras_gmlp.layers.spatial_gating_unit import fft_token_product
+from keras_gmlp.layers.toeplitz_matrix import fft_token_product
 from tests.gradients import gradients as layer_gradients
 
 BACKEND = keras.config.backend()

@@ -9,7 +9,6 @@ import pytest
 
 from keras_gmlp.kernels import reference_only
 from keras_gmlp.kernels.toeplitz_matrix import tiled_matrix
-from keras_gmlp.layers import SpatialGatingUnit
 from keras_gmlp.layers.toeplitz_matrix import gathered_matrix
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
 
@@ -65,8 +64,7 @@ def as_numpy(x):
     return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
 
 
-# The backend's kernel (TensorFlow's XLA functions, torch's tiled taps),
-# and the reference gather.
+# The backend's kernel (torch's tiled taps), and the reference gather.
 TRACES = [contextlib.nullcontext, reference_only]
 
 
@@ -126,22 +124,6 @@ def test_bfloat16_taps_give_their_matrix_and_a_rounded_gradient(rng):
     np.testing.assert_allclose(
         as_numpy(by_taps), want, rtol=tolerance, atol=tolerance
     )
-
-
-@pytest.mark.skipif(
-    BACKEND != "tensorflow",
-    reason="TensorFlow's gather hands Keras' optimizer an IndexedSlices",
-)
-def test_tensorflow_unit_hands_the_optimizer_a_dense_kernel_gradient(rng):
-    import tensorflow as tf
-
-    unit = SpatialGatingUnit(16, spatial="toeplitz")
-    x = tf.constant(rng.normal(size=(2, 16, 8)).astype("float32"))
-    unit.build(x.shape)
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(unit(x, training=True))
-    by_kernel = tape.gradient(loss, unit.kernel.value)
-    assert isinstance(by_kernel, tf.Tensor), type(by_kernel)
 
 
 @pytest.mark.parametrize("length", [0, TOKENS + 1])

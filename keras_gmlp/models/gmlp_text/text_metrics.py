@@ -19,9 +19,9 @@ def token_cross_entropy(y_true, y_pred, from_logits=True):
     Equal to `keras.losses.sparse_categorical_crossentropy`, computed on
     the scores flattened to `(tokens, classes)` (under torch, Keras' own
     would move the class axis of a 3-D `y_pred` to axis 1, a copy of the
-    logits). Its kernels (`keras_gmlp.kernels.text_metrics`) compute the
-    cross-entropy of float32 logits and its gradient by hand under JAX
-    and TensorFlow.
+    logits). Its TensorFlow kernel (`keras_gmlp.kernels.text_metrics`)
+    computes the cross-entropy of float32 logits and its gradient as XLA
+    functions.
 
     Args:
         y_true: integer tensor of shape `(...)`: the target token ids.
@@ -76,9 +76,7 @@ def token_accuracy(y_true, y_pred):
 
     Equal to `keras.metrics.sparse_categorical_accuracy`: 1 where the first
     class of the highest score on the last axis is `y_true`, else 0 (a
-    label outside the classes is never right). Its JAX kernel
-    (`keras_gmlp.kernels.text_metrics.jax_token_accuracy`) takes no
-    `argmax`.
+    label outside the classes is never right).
 
     Args:
         y_true: integer tensor `(...)` or `(..., 1)`: the target ids.
@@ -98,9 +96,7 @@ def token_accuracy(y_true, y_pred):
     y_true = ops.cast(y_true, "int32")
     if len(y_true.shape) == len(y_pred.shape):
         y_true = ops.squeeze(y_true, axis=-1)
-    return kernels.dispatch(
-        "token_accuracy", first_maximum_accuracy, y_true, y_pred
-    )
+    return first_maximum_accuracy(y_true, y_pred)
 
 
 def first_maximum_accuracy(y_true, y_pred):
