@@ -46,6 +46,7 @@ from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 
 def is_static(length):
+    """Whether a length is a Python int (not a tensor or a symbol)."""
     return isinstance(length, int)
 
 
@@ -178,6 +179,7 @@ def call_on_halves(unit, u, v, attention=None):
 
 
 def leading(x, length):
+    """The first `length` entries of `x` (a gather for a symbolic one)."""
     if is_static(length):
         return x[:length]
     return ops.take(x, ops.arange(length), axis=0)

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from keras_gmlp.layers.toeplitz_matrix import cache_position
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
 from keras_gmlp.layers.toeplitz_matrix import is_static
 from keras_gmlp.layers.toeplitz_matrix import leading
@@ -272,7 +273,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         inputs = ops.cast(inputs, self.compute_dtype)
         u, v = self.halves(inputs)
         z = self.norm(v)
-        start = cache_update_index
+        start = cache_position(cache_update_index)
         cache = ops.slice_update(cache, [0, start, 0], ops.cast(z, cache.dtype))
         if is_static(start) and start == 0:
             mixed = self.token_product(z)

@@ -3,6 +3,8 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp.layers.toeplitz_matrix import cache_position
+
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TinyAttention(keras.layers.Layer):
@@ -176,7 +178,7 @@ class TinyAttention(keras.layers.Layer):
         length = inputs.shape[-2]
         inputs = ops.cast(inputs, self.compute_dtype)
         query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
-        start = cache_update_index
+        start = cache_position(cache_update_index)
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
         cache = ops.slice_update(cache, [0, 0, start, 0], update)
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")

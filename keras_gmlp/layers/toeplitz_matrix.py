@@ -2,6 +2,7 @@
 for decoding, and its product by FFT."""
 
 import contextlib
+import numbers
 import threading
 
 from keras import ops
@@ -50,6 +51,13 @@ def fast_fft_length(minimum):
 def is_static(length):
     """Whether a length is a Python int (not a tensor or a symbol)."""
     return isinstance(length, int)
+
+
+def cache_position(index):
+    """A decoding position as a Python int, or else an int32 tensor."""
+    if isinstance(index, numbers.Integral):
+        return int(index)
+    return ops.convert_to_tensor(index, "int32")
 
 
 def leading(x, length, axis):

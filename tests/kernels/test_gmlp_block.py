@@ -77,27 +77,29 @@ def test_remat_scope_block_equals_the_reference(rng, kernel_mode):
 
 
 @pytest.mark.one_backend("torch")
-def test_auto_runs_the_reference_off_the_cpu(rng, kernel_mode, monkeypatch):
+def test_auto_runs_torchs_kernel_on_cpu_tensors_only(kernel_mode, monkeypatch):
     import torch
 
-    from keras_gmlp.kernels import gmlp_block
+    from keras_gmlp.kernels import registry
 
-    calls = []
-    monkeypatch.setattr(
-        gmlp_block,
-        "gated_mlp",
-        lambda *args: calls.append(args) or NotImplemented,
+    monkeypatch.setitem(
+        registry.KERNELS, "probe", {"torch": f"{__name__}:probe_kernel"}
     )
-    block = GMLPBlock(ffn_dim=8)
-    block.build((1, 4, 4))
+    monkeypatch.setattr(registry, "_loaded", {})
+
+    def reference(x):
+        return "reference"
+
     kernel_mode("auto")
-    with torch.no_grad():  # torch's kernel infers only
-        block(torch.zeros((1, 4, 4), device="meta"))
-        assert not calls
-        with pytest.raises(TypeError):
-            # On a CPU tensor the kernel runs (the stub, which breaks it).
-            block(torch.zeros((1, 4, 4)))
-    assert calls
+    on_meta = torch.zeros((1, 4), device="meta")
+    assert kernels.dispatch("probe", reference, on_meta) == "reference"
+    assert kernels.dispatch("probe", reference, torch.zeros((1, 4))) == "kernel"
+    kernel_mode("on")
+    assert kernels.dispatch("probe", reference, on_meta) == "kernel"
+
+
+def probe_kernel(x):
+    return "kernel"
 
 
 class TokenProduct(keras.layers.Layer):

@@ -135,18 +135,19 @@ def test_config_from_args_needs_every_field():
 
 
 def test_remat_flag_makes_the_models_under_its_scope():
+    from keras_gmlp.kernels.gmlp_block import rematerializes_activations
     from keras_gmlp.layers import GMLPBlock
 
-    def unit_made_under(config):
+    def block_made_under(config):
         with config.remat_scope():
             block = GMLPBlock(ffn_dim=8)
         block.build((1, 4, 4))  # the unit is made here, out of the scope
-        return block.spatial_gating_unit
+        return block
 
     config = image_classification.config_from_argv(["--remat", "activations"])
     assert config.remat == "activations"
-    assert unit_made_under(config).rematerializes_activations
+    assert rematerializes_activations(block_made_under(config))
     default = image_classification.config_from_argv([])
-    assert not unit_made_under(default).rematerializes_activations
+    assert not rematerializes_activations(block_made_under(default))
     with pytest.raises(ValueError, match="remat='all'"):
         TrainingConfig(remat="all")
