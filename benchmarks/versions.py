@@ -50,7 +50,7 @@ def worker(batch_size, batch_tokens):
     def build(row):
         if row.startswith("ti16"):
             model = common.build_image_classifier(
-                "gmlp_ti16_224", 224, jit_compile=False, precision="float32"
+                "gmlp_ti16_224", 224, jit_compile="auto", precision="float32"
             )
             images, labels = common.random_image_batch(batch_size, 224)
             if row == "ti16_train":
