@@ -1,6 +1,6 @@
-"""Kernel of the `"batch_chains"` operation: under TensorFlow, a gMLP
-block's kernel on the two halves of the batch as two independent chains
-of ops.
+"""Kernels of the `"batch_chains"` operation: under TensorFlow and JAX, a
+gMLP block's kernel on the two halves of the batch as two independent
+chains of ops.
 
 TensorFlow's executor runs the ops of a graph that are ready side by side
 on its inter-op threads. A block is a chain of ops, each waiting for the
@@ -8,8 +8,10 @@ last, and its XLA functions use the intra-op threads only in part. On
 each half of the batch the block is an independent chain, which the
 executor runs beside the other's, each op on its share of the cores
 (`keras_gmlp.kernels.share_cores_between_chains`, which the training jobs
-set): gMLP-Ti/16 training at batch 16 on 2 cores runs 1.17-1.35x faster
-and inference 1.10-1.14x (`benchmarks/kernels.py`).
+set); XLA:CPU (JAX) runs the ready operations of both halves side by
+side too, in training. gMLP-Ti/16 training at batch 16 on 2 cores runs
+1.30x faster so under TensorFlow and 1.17x under JAX
+(`benchmarks/kernels.py`).
 """
 
 import os
@@ -80,6 +82,33 @@ def tensorflow_batch_chains(
     masks = [None] * CHAINS
     if padding_mask is not None:
         masks = split_batch(padding_mask)
+    outputs = [
+        block_kernel(block, part, mask, training)
+        for part, mask in zip(parts, masks, strict=True)
+    ]
+    return keras.ops.concatenate(outputs, axis=0)
+
+
+def jax_batch_chains(block_kernel, block, inputs, padding_mask, training):
+    """`tensorflow_batch_chains` under JAX, in a training step compiled for
+    a CPU (XLA runs the ready operations of both halves side by side):
+    `NotImplemented` outside training (gMLP-Ti/16 inference ran 0.86x so),
+    outside a trace, or for a batch of one."""
+    import jax
+
+    if not training or not isinstance(inputs, jax.core.Tracer):
+        return NotImplemented
+    if inputs.shape[0] is None or inputs.shape[0] < CHAINS:
+        return NotImplemented
+    if keras.distribution.distribution() is not None:
+        return NotImplemented
+    size = inputs.shape[0]
+    first = size - size // CHAINS * (CHAINS - 1)
+    ends = [first + index * (size // CHAINS) for index in range(CHAINS - 1)]
+    parts = keras.ops.split(inputs, ends, axis=0)
+    masks = [None] * CHAINS
+    if padding_mask is not None:
+        masks = keras.ops.split(padding_mask, ends, axis=0)
     outputs = [
         block_kernel(block, part, mask, training)
         for part, mask in zip(parts, masks, strict=True)

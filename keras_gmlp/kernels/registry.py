@@ -31,6 +31,7 @@ MODES = ("auto", "on", "off")
 # first use.
 KERNELS = {
     "batch_chains": {
+        "jax": "keras_gmlp.kernels.batch_chains:jax_batch_chains",
         "tensorflow": "keras_gmlp.kernels.batch_chains:tensorflow_batch_chains",
     },
     "gmlp_block": {

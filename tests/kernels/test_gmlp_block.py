@@ -204,3 +204,39 @@ def test_batch_chains_equal_one_chain_in_a_graph(rng, kernel_mode, monkeypatch):
             batch_chains.split_batch = original
     assert len(splits) == 2  # the inputs and the mask, with the chains only
     np.testing.assert_allclose(outputs[True], outputs[False], atol=1e-5)
+
+
+@pytest.mark.one_backend("jax")
+def test_jax_batch_chains_equal_one_chain_in_a_trace(rng, kernel_mode):
+    import jax
+
+    block = GMLPBlock(ffn_dim=48, attention_dim=8, causal=True)
+    x = rng.normal(size=(5, 12, 16)).astype("float32")
+    mask = np.ones((5, 12), bool)
+    mask[:2, :3] = False  # left padding in two rows
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    outputs = {}
+    for operations in (None, {"gmlp_block"}):
+        kernel_mode("on", operations)
+
+        def forward(trainable, x, mask):
+            outputs, _ = block.stateless_call(
+                trainable,
+                [v.value for v in block.non_trainable_variables],
+                x,
+                padding_mask=mask,
+                training=True,
+            )
+            return outputs
+
+        trainable = [w.value for w in block.trainable_weights]
+        text = str(jax.make_jaxpr(forward)(trainable, x, mask))
+        assert ("concatenate" in text) == (operations is None)
+        outputs[operations is None] = np.asarray(
+            jax.jit(forward)(trainable, x, mask)
+        )
+    scale = np.abs(outputs[False]).max()
+    np.testing.assert_allclose(
+        outputs[True], outputs[False], rtol=0, atol=1e-5 * scale
+    )
