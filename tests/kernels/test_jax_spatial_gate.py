@@ -4,10 +4,22 @@ import keras
 import numpy as np
 import pytest
 
+from keras_gmlp import kernels
 from keras_gmlp.kernels import gmlp_block
+from keras_gmlp.kernels import registry
 from keras_gmlp.layers import GMLPBlock
 from tests.gradients import assert_gradients_close
 from tests.layer_test import randomize_weights
+
+
+@pytest.fixture(autouse=True)
+def one_chain():
+    """The block's kernel on the whole batch: these tests read the programs
+    of its gate, which the batch chains would repeat per half."""
+    kernels.configure("auto", set(registry.KERNELS) - {"batch_chains"})
+    yield
+    kernels.configure("auto")
+
 
 pytestmark = pytest.mark.skipif(
     keras.config.backend() != "jax", reason="JAX's differentiation"
