@@ -43,11 +43,8 @@ from keras_gmlp.kernels.matmul import jax_dot
 from keras_gmlp.kernels.matmul import matmul
 from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.xla_functions import xla_functions_enabled
-
-
-def is_static(length):
-    """Whether a length is a Python int (not a tensor or a symbol)."""
-    return isinstance(length, int)
+from keras_gmlp.layers.toeplitz_matrix import is_static
+from keras_gmlp.layers.toeplitz_matrix import leading
 
 
 def gmlp_block(block, inputs, padding_mask=None, training=None):
@@ -173,16 +170,9 @@ def call_on_halves(unit, u, v, attention=None):
         mixed = unit.token_product_by_fft(z, length)
     else:
         weight = ops.cast(unit.spatial_weight(length), z.dtype)
-        bias = ops.cast(leading(unit.bias, length), z.dtype)
+        bias = ops.cast(leading(unit.bias, length, 0), z.dtype)
         mixed = token_product(weight, z, bias)
     return unit.gate(u, mixed, attention)
-
-
-def leading(x, length):
-    """The first `length` entries of `x` (a gather for a symbolic one)."""
-    if is_static(length):
-        return x[:length]
-    return ops.take(x, ops.arange(length), axis=0)
 
 
 def call_on_projection(
@@ -379,7 +369,7 @@ def _recomputed_operands(unit, length, dtype, projection):
     in, else `()`."""
     product_weights = (
         ops.cast(unit.spatial_weight(length), dtype),
-        ops.cast(leading(unit.bias, length), dtype),
+        ops.cast(leading(unit.bias, length, 0), dtype),
     )
     if projection is None or not is_affine(projection):
         return product_weights, ()

@@ -127,13 +127,6 @@ def reference_only():
         _state.reference_only = previous
 
 
-def register(operation, backend, target):
-    """Registers `target`, `"module:function"`, as `operation`'s kernel
-    under `backend`."""
-    KERNELS.setdefault(operation, {})[backend] = target
-    _loaded.pop((operation, backend), None)
-
-
 def _kernel(operation, backend):
     key = (operation, backend)
     if key not in _loaded:

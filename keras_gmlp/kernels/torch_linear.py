@@ -11,7 +11,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from keras_gmlp.kernels import cpu_features
-from keras_gmlp.kernels.xla_functions import tracing_portable_ops
+from keras_gmlp.kernels.registry import mode
 
 
 def linear(x, weight, bias=None):
@@ -81,7 +81,7 @@ def takes_onednn(a, b, multiply_adds, bias=None, weight_elements=0):
         and _has_onednn_linear()
         and not torch.compiler.is_compiling()
         and not torch.jit.is_tracing()
-        and not tracing_portable_ops()
+        and mode() != "off"
     )
 
 

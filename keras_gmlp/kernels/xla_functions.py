@@ -15,13 +15,7 @@ def xla_functions_enabled():
     take none (TF Serving runs no XLA:CPU function unless told to, and
     the ONNX and LiteRT converters take none).
     """
-    return keras.config.backend() == "tensorflow" and not tracing_portable_ops()
-
-
-def tracing_portable_ops():
-    """Whether the calls are traced under
-    `keras_gmlp.kernels.reference_only()`."""
-    return mode() == "off"
+    return keras.config.backend() == "tensorflow" and mode() != "off"
 
 
 def widened(x):
