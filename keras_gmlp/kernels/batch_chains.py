@@ -12,6 +12,14 @@ set); XLA:CPU (JAX) runs the ready operations of both halves side by
 side too, in training. gMLP-Ti/16 training at batch 16 on 2 cores runs
 1.30x faster so under TensorFlow and 1.17x under JAX
 (`benchmarks/kernels.py`).
+
+In a TensorFlow training step a block's output keeps its halves
+(`PARTS`), and the next block takes them instead of splitting the joined
+batch again, so the two chains run through the whole stack without
+waiting for each other at every block. A gradient with respect to a
+block's output taken inside such a step is `None` for that reason;
+outside training (a `predict`, a saliency map) the blocks join and split
+as usual.
 """
 
 import os
@@ -21,6 +29,9 @@ import keras
 from keras_gmlp.kernels.xla_functions import xla_functions_enabled
 
 CHAINS = 2
+
+# The attribute of a joined TensorFlow output that holds its halves.
+PARTS = "_keras_gmlp_batch_parts"
 
 
 def usable_cores():
@@ -78,15 +89,38 @@ def tensorflow_batch_chains(
     not."""
     if not runs_batch_chains(inputs):
         return NotImplemented
-    parts = split_batch(inputs)
+    parts = batch_parts(inputs, carried=bool(training))
     masks = [None] * CHAINS
     if padding_mask is not None:
-        masks = split_batch(padding_mask)
+        masks = batch_parts(padding_mask, carried=True)
     outputs = [
         block_kernel(block, part, mask, training)
         for part, mask in zip(parts, masks, strict=True)
     ]
-    return keras.ops.concatenate(outputs, axis=0)
+    joined = keras.ops.concatenate(outputs, axis=0)
+    if training:
+        remember_parts(joined, outputs)
+    return joined
+
+
+def batch_parts(x, carried):
+    """`x`'s `CHAINS` parts: with `carried`, those a block joined into
+    `x` or an earlier split of `x` (a mask's, shared by the blocks), else
+    `split_batch(x)`."""
+    parts = getattr(x, PARTS, None) if carried else None
+    if parts is None:
+        parts = split_batch(x)
+        if carried:
+            remember_parts(x, parts)
+    return parts
+
+
+def remember_parts(x, parts):
+    """Keeps `parts` on the graph tensor `x` (as Keras keeps a mask)."""
+    try:
+        setattr(x, PARTS, parts)
+    except AttributeError:
+        pass
 
 
 def jax_batch_chains(block_kernel, block, inputs, padding_mask, training):

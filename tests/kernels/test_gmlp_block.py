@@ -240,3 +240,47 @@ def test_jax_batch_chains_equal_one_chain_in_a_trace(rng, kernel_mode):
     np.testing.assert_allclose(
         outputs[True], outputs[False], rtol=0, atol=1e-5 * scale
     )
+
+
+@pytest.mark.one_backend("tensorflow")
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_chains_run_through_consecutive_blocks_in_training(
+    training, rng, kernel_mode, monkeypatch
+):
+    import tensorflow as tf
+
+    from keras_gmlp.kernels import batch_chains
+
+    monkeypatch.setattr(batch_chains, "chains_fit_the_cores", lambda: True)
+    inputs = keras.Input((12, 16))
+    outputs = inputs
+    for _ in range(3):
+        outputs = GMLPBlock(ffn_dim=48)(outputs)
+    model = keras.Model(inputs, outputs)
+    randomize_weights(model, rng)
+    x = rng.normal(size=(5, 12, 16)).astype("float32")
+    splits = []
+    original = batch_chains.split_batch
+    monkeypatch.setattr(
+        batch_chains,
+        "split_batch",
+        lambda tensor: splits.append(tensor.shape) or original(tensor),
+    )
+    results = {}
+    for mode in ("off", "on"):
+        kernel_mode(mode)
+
+        @tf.function
+        def step(x):
+            with tf.GradientTape() as tape:
+                y = model(x, training=training)
+                loss = tf.reduce_sum(y * y)
+            return [y, *tape.gradient(loss, model.trainable_weights)]
+
+        results[mode] = [value.numpy() for value in step(x)]
+    # Training: the inputs split once, the halves carried through the
+    # blocks; inference: each block splits its inputs.
+    assert len(splits) == (1 if training else 3)
+    for got, want in zip(results["on"], results["off"], strict=True):
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)

@@ -7,9 +7,7 @@ import pytest
 
 from keras_gmlp import kernels
 from keras_gmlp.kernels.text_metrics import tensorflow_cross_entropy
-from keras_gmlp.models.gmlp_text.text_metrics import token_accuracy
 from keras_gmlp.models.gmlp_text.text_metrics import token_cross_entropy
-from tests.models.gmlp_text.test_text_metrics import numpy_token_accuracy
 from tests.models.gmlp_text.test_text_metrics import numpy_token_cross_entropy
 
 BACKEND = keras.config.backend()
@@ -148,29 +146,6 @@ def test_cross_entropy_kernel_treats_labels_outside_the_classes_as_keras(
         assert isinstance(reference, type), reference
         assert isinstance(kernel, type), kernel
         assert issubclass(kernel, reference) or issubclass(reference, kernel)
-
-
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-@pytest.mark.parametrize("shape", [(6,), (3, 5), (2, 3, 4)])
-def test_accuracy_equals_numpy_with_kernels_on_and_off(
-    configure, shape, dtype, rng
-):
-    # Scores from a few values, so that rows tie at their maximum often;
-    # labels on the maxima, before them, after them, and out of range.
-    scores = rng.integers(0, 3, size=(*shape, 7)).astype("float32")
-    labels = rng.integers(-1, 8, shape)
-    labels.flat[::3] = np.argmax(scores, axis=-1).flat[::3]
-    typed = keras.ops.cast(scores, dtype)
-
-    configure("off")
-    reference = keras.ops.convert_to_numpy(token_accuracy(labels, typed))
-    configure("on")
-    kernel = keras.ops.convert_to_numpy(token_accuracy(labels, typed))
-
-    expected = numpy_token_accuracy(labels, scores)
-    assert 0 < expected.sum() < expected.size
-    np.testing.assert_array_equal(reference, expected)
-    np.testing.assert_array_equal(kernel, expected)
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's kernel")
