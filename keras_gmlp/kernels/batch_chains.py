@@ -13,13 +13,14 @@ side too, in training. gMLP-Ti/16 training at batch 16 on 2 cores runs
 1.30x faster so under TensorFlow and 1.17x under JAX
 (`benchmarks/kernels.py`).
 
-In a TensorFlow training step a block's output keeps its halves
-(`PARTS`), and the next block takes them instead of splitting the joined
-batch again, so the two chains run through the whole stack without
-waiting for each other at every block. A gradient with respect to a
-block's output taken inside such a step is `None` for that reason;
-outside training (a `predict`, a saliency map) the blocks join and split
-as usual.
+In a TensorFlow graph a block's output keeps its halves (`PARTS`), and
+the next block takes them instead of splitting the joined batch again, so
+the two chains run through the whole stack without waiting for each other
+at every block. Where no gradient tape records (`predict`) nothing can ask
+for a gradient through the joined output; in training (`fit`) a gradient
+with respect to a block's output taken inside the step is `None` for that
+reason. Elsewhere (a saliency map under a tape, outside training) the
+blocks join and split as usual.
 """
 
 import os
@@ -89,7 +90,8 @@ def tensorflow_batch_chains(
     not."""
     if not runs_batch_chains(inputs):
         return NotImplemented
-    parts = batch_parts(inputs, carried=bool(training))
+    carried = carries_parts(training)
+    parts = batch_parts(inputs, carried)
     masks = [None] * CHAINS
     if padding_mask is not None:
         masks = batch_parts(padding_mask, carried=True)
@@ -98,9 +100,17 @@ def tensorflow_batch_chains(
         for part, mask in zip(parts, masks, strict=True)
     ]
     joined = keras.ops.concatenate(outputs, axis=0)
-    if training:
+    if carried:
         remember_parts(joined, outputs)
     return joined
+
+
+def carries_parts(training):
+    """Whether the blocks hand their halves on (`PARTS`): in training, or
+    where no gradient tape records."""
+    from tensorflow.python.eager import record
+
+    return bool(training) or not record.could_possibly_record()
 
 
 def batch_parts(x, carried):

@@ -243,9 +243,13 @@ def test_jax_batch_chains_equal_one_chain_in_a_trace(rng, kernel_mode):
 
 
 @pytest.mark.one_backend("tensorflow")
-@pytest.mark.parametrize("training", [True, False])
-def test_batch_chains_run_through_consecutive_blocks_in_training(
-    training, rng, kernel_mode, monkeypatch
+@pytest.mark.parametrize(
+    "training, taped, splits",
+    [(True, True, 1), (False, True, 3), (False, False, 1)],
+    ids=["fit", "saliency", "predict"],
+)
+def test_batch_chains_run_through_consecutive_blocks(
+    training, taped, splits, rng, kernel_mode, monkeypatch
 ):
     import tensorflow as tf
 
@@ -259,12 +263,12 @@ def test_batch_chains_run_through_consecutive_blocks_in_training(
     model = keras.Model(inputs, outputs)
     randomize_weights(model, rng)
     x = rng.normal(size=(5, 12, 16)).astype("float32")
-    splits = []
+    split_shapes = []
     original = batch_chains.split_batch
     monkeypatch.setattr(
         batch_chains,
         "split_batch",
-        lambda tensor: splits.append(tensor.shape) or original(tensor),
+        lambda tensor: split_shapes.append(tensor.shape) or original(tensor),
     )
     results = {}
     for mode in ("off", "on"):
@@ -272,15 +276,17 @@ def test_batch_chains_run_through_consecutive_blocks_in_training(
 
         @tf.function
         def step(x):
+            if not taped:
+                return [model(x, training=training)]
             with tf.GradientTape() as tape:
                 y = model(x, training=training)
                 loss = tf.reduce_sum(y * y)
             return [y, *tape.gradient(loss, model.trainable_weights)]
 
         results[mode] = [value.numpy() for value in step(x)]
-    # Training: the inputs split once, the halves carried through the
-    # blocks; inference: each block splits its inputs.
-    assert len(splits) == (1 if training else 3)
+    # The inputs split once and the halves carried through the blocks,
+    # except under a tape outside training: each block splits its inputs.
+    assert len(split_shapes) == splits
     for got, want in zip(results["on"], results["off"], strict=True):
         scale = max(np.abs(want).max(), 1e-3)
         np.testing.assert_allclose(got, want, rtol=0, atol=2e-5 * scale)
