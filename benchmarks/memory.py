@@ -15,6 +15,11 @@ the same way by `timm_worker.py` under the timm virtualenv's python
   TensorFlow, XLA compilation).
 - `peak_mib`: the process's whole peak, imports included.
 
+With `--baseline` (another checkout, e.g. a git worktree of an older
+commit) each backend's row is measured with that checkout's `keras_gmlp`
+too, and `x_baseline` is this checkout's figure over the baseline's
+(`--timm-python none` skips timm).
+
 Memory does not drift with the machine's load, so each row is one process,
 not alternated rounds. TensorFlow keeps its step's buffers resident
 between steps, so its steady figure is not meaningful. glibc's `MALLOC_*`
@@ -23,11 +28,15 @@ variables change RSS: the results record them.
 Usage:
     python benchmarks/memory.py --models gmlp_ti16_224 gmlp_s16_224 \\
         --batch-size 32 --reuse-freed-memory --suffix _epyc25
+    git worktree add ../baseline <commit>
+    python benchmarks/memory.py --backends torch --batch-size 32 \\
+        --baseline ../baseline --timm-python none --suffix _xeon_versions
 Results: benchmarks/results/memory_<model><suffix>.json (every backend in
 one file).
 """
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -41,7 +50,11 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 
 
 def keras_measurement(args):
-    """In a fresh process: peak RSS before and after the training steps."""
+    """In a fresh process: peak RSS before and after the training steps.
+
+    `keras_gmlp` comes from the first checkout on `PYTHONPATH`."""
+    root = str(common.REPOSITORY)
+    sys.path[:] = [path for path in sys.path if path != root] + [root]
     common.start_reusing_freed_memory(args.reuse_freed_memory)
     common.configure_threads(args.threads, args.share_cores)
     import keras
@@ -72,7 +85,10 @@ def keras_measurement(args):
 
 
 def timm_measurement(args, model):
-    """timm in a fresh process: the worker's `memory` command."""
+    """timm in a fresh process: the worker's `memory` command (nothing
+    with `--timm-python none`)."""
+    if args.timm_python == "none":
+        return {}
     command = common.timm_worker_command(
         args.timm_python,
         model,
@@ -114,6 +130,23 @@ def ratio(value, baseline):
     return value / baseline if value and baseline else None
 
 
+def compare_with_baseline(rows):
+    """Adds to each of this checkout's rows its figures over the baseline
+    checkout's row of the same backend and compilation (`*_x_baseline`)."""
+    baselines = {
+        (row["backend"], row["jit_compile"]): row
+        for row in rows
+        if row["version"] == "baseline"
+    }
+    for row in rows:
+        baseline = baselines.get((row["backend"], row["jit_compile"]))
+        if row["version"] != "this" or baseline is None:
+            continue
+        for figure in ("steady_step_peak_mib", "step_peak_mib", "peak_mib"):
+            name = figure.replace("_mib", "_x_baseline")
+            row[name] = ratio(row[figure], baseline[figure])
+
+
 def main():
     parser = common.image_benchmark_parser(__doc__)
     parser.add_argument(
@@ -147,6 +180,10 @@ def main():
     parser.add_argument(
         "--measure", action="store_true", help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--baseline",
+        help="another checkout's folder: its keras_gmlp measured too",
+    )
     parser.add_argument("--jit", default="jit")
     parser.add_argument("--precision", default="float32")
     args = parser.parse_args()
@@ -173,64 +210,68 @@ def main():
             "steady_step_peak_mib": timm_steady,
         }
         model_rows = []
-        for backend in args.backends:
-            for jit in args.jit_modes:
-                answer = common.run_json(
-                    [
-                        sys.executable,
-                        os.path.abspath(__file__),
-                        "--measure",
-                        "--worker-model",
-                        model,
-                        "--jit",
-                        jit,
-                        "--batch-size",
-                        str(args.batch_size),
-                        "--image-size",
-                        str(args.image_size),
-                        "--steps",
-                        str(args.steps),
-                        "--steady-steps",
-                        str(args.steady_steps),
-                        "--threads",
-                        str(args.threads),
-                        *common.reuse_freed_memory_flags(
-                            args.reuse_freed_memory
-                        ),
-                        *(
-                            ["--remat-activations"]
-                            if args.remat_activations
-                            else []
-                        ),
-                        *(["--share-cores"] if args.share_cores else []),
+        checkouts = {"this": str(common.REPOSITORY)}
+        if args.baseline:
+            checkouts["baseline"] = os.path.abspath(args.baseline)
+        for backend, jit, (version, checkout) in itertools.product(
+            args.backends, args.jit_modes, checkouts.items()
+        ):
+            env = common.worker_env(backend, args.threads)
+            env["PYTHONPATH"] = os.pathsep.join([checkout, env["PYTHONPATH"]])
+            answer = common.run_json(
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--measure",
+                    "--worker-model",
+                    model,
+                    "--jit",
+                    jit,
+                    "--batch-size",
+                    str(args.batch_size),
+                    "--image-size",
+                    str(args.image_size),
+                    "--steps",
+                    str(args.steps),
+                    "--steady-steps",
+                    str(args.steady_steps),
+                    "--threads",
+                    str(args.threads),
+                    *common.reuse_freed_memory_flags(args.reuse_freed_memory),
+                    *(
+                        ["--remat-activations"]
+                        if args.remat_activations
+                        else []
+                    ),
+                    *(["--share-cores"] if args.share_cores else []),
+                ],
+                env,
+            )
+            peak, step, steady = summarise(answer)
+            model_rows.append(
+                {
+                    "model": model,
+                    "backend": backend,
+                    "version": version,
+                    "jit_compile": JIT_COMPILE[jit],
+                    "steady_step_peak_mib": steady,
+                    "timm_steady_step_peak_mib": timm_steady,
+                    "steady_x_timm": ratio(steady, timm_steady),
+                    "step_peak_mib": step,
+                    "timm_step_peak_mib": timm_step,
+                    "step_x_timm": ratio(step, timm_step),
+                    "peak_mib": peak,
+                    "timm_peak_mib": timm_peak,
+                    "peak_x_timm": ratio(peak, timm_peak),
+                    "peak_after_each_step_mib": [
+                        kib / 1024
+                        for kib in answer.get("maxrss_after_each_step_kib", [])
                     ],
-                    common.worker_env(backend, args.threads),
-                )
-                peak, step, steady = summarise(answer)
-                model_rows.append(
-                    {
-                        "model": model,
-                        "backend": backend,
-                        "jit_compile": JIT_COMPILE[jit],
-                        "steady_step_peak_mib": steady,
-                        "timm_steady_step_peak_mib": timm_steady,
-                        "steady_x_timm": ratio(steady, timm_steady),
-                        "step_peak_mib": step,
-                        "timm_step_peak_mib": timm_step,
-                        "step_x_timm": ratio(step, timm_step),
-                        "peak_mib": peak,
-                        "timm_peak_mib": timm_peak,
-                        "peak_x_timm": ratio(peak, timm_peak),
-                        "peak_after_each_step_mib": [
-                            kib / 1024
-                            for kib in answer.get(
-                                "maxrss_after_each_step_kib", []
-                            )
-                        ],
-                        "error": answer.get("error"),
-                    }
-                )
-                print(model_rows[-1], file=sys.stderr)
+                    "error": answer.get("error"),
+                }
+            )
+            print(model_rows[-1], file=sys.stderr)
+        compare_with_baseline(model_rows)
         record["rows"] = model_rows
         common.write_results(f"memory_{model}{args.suffix}", record)
         rows.extend(model_rows)
@@ -245,6 +286,7 @@ def main():
         [
             "model",
             "backend",
+            "version",
             "jit_compile",
             "steady_step_peak_mib",
             "timm_steady_step_peak_mib",
@@ -255,6 +297,9 @@ def main():
             "peak_mib",
             "timm_peak_mib",
             "peak_x_timm",
+            "steady_step_peak_x_baseline",
+            "step_peak_x_baseline",
+            "peak_x_baseline",
             "error",
         ],
     )

@@ -95,3 +95,29 @@ def test_keras_workers_get_the_package_environment_and_timm_the_users(
     for timm in (False, True):
         env = common.worker_env(None, 1, timm=timm)
         assert env["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+def test_memory_rows_compare_with_the_baseline_checkouts():
+    from benchmarks.memory import compare_with_baseline
+
+    def row(backend, version, peak):
+        return {
+            "backend": backend,
+            "version": version,
+            "jit_compile": "auto",
+            "steady_step_peak_mib": peak / 2,
+            "step_peak_mib": None,
+            "peak_mib": peak,
+        }
+
+    rows = [
+        row("torch", "this", 300.0),
+        row("torch", "baseline", 400.0),
+        row("jax", "this", 100.0),
+    ]
+    compare_with_baseline(rows)
+    assert rows[0]["peak_x_baseline"] == 0.75
+    assert rows[0]["steady_step_peak_x_baseline"] == 0.75
+    assert rows[0]["step_peak_x_baseline"] is None
+    assert "peak_x_baseline" not in rows[1]  # the baseline's own row
+    assert "peak_x_baseline" not in rows[2]  # no baseline measured
