@@ -8,9 +8,10 @@ as the `keras-gmlp` command sets up a training job
 `configure_training_process()`), build the same rows: the gMLP-Ti/16
 image classifier's training and inference steps at `--batch-size`, and
 the pretraining recipe's masked LM (`gmlp_tiny`) training step at 128 and
-512 tokens. The driver times each row in both workers in alternated
-rounds; `x_baseline` is the baseline's median step time over this
-checkout's.
+512 tokens (and, asked for, `generate`: the causal LM's decoding, as
+`benchmarks/generation.py` times it). The driver times each row in both
+workers in alternated rounds; `x_baseline` is the baseline's median step
+time over this checkout's.
 
 Usage:
     git worktree add ../baseline <commit>
@@ -29,6 +30,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import common  # noqa: E402
 
 ROWS = ("ti16_train", "ti16_infer", "mlm128_train", "mlm512_train")
+# Asked for by name (`--rows generate`): `generate` of `gmlp_tiny` with
+# the decoding cache, 384 tokens after a 128-token prompt, batch 1.
+EXTRA_ROWS = ("generate",)
 
 
 def worker(batch_size, batch_tokens):
@@ -48,7 +52,9 @@ def worker(batch_size, batch_tokens):
     steps = {}
 
     def build(row):
-        if row.startswith("ti16"):
+        if row == "generate":
+            step = generation_step()
+        elif row.startswith("ti16"):
             model = common.build_image_classifier(
                 "gmlp_ti16_224", 224, jit_compile="auto", precision="float32"
             )
@@ -74,6 +80,21 @@ def worker(batch_size, batch_tokens):
         return {"seconds": wall / repeats, "cpu_seconds": cpu / repeats}
 
     common.serve({"build": build, "run": run})
+
+
+def generation_step():
+    """`generate` of `gmlp_tiny` (512 tokens, spatial weights at a trained
+    model's scale, greedy) from a 128-token prompt: a function."""
+    import numpy as np
+
+    from benchmarks import generation
+
+    model = generation.build("gmlp_tiny", 512, "float32", seed=0)["cached"]
+    rng = np.random.default_rng(0)
+    token_ids = np.zeros((1, 512), "int32")
+    token_ids[:, :128] = rng.integers(1, model.backbone.vocabulary_size, 128)
+    inputs = {"token_ids": token_ids, "padding_mask": token_ids != 0}
+    return lambda: model.generate(inputs, stop_token_ids=None)
 
 
 def measure(backend, args):
@@ -134,7 +155,9 @@ def parse_args(argv=None):
     parser.add_argument(
         "--backends", nargs="+", default=["jax", "tensorflow", "torch"]
     )
-    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=ROWS)
+    parser.add_argument(
+        "--rows", nargs="+", default=list(ROWS), choices=ROWS + EXTRA_ROWS
+    )
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=3)
