@@ -39,6 +39,9 @@ KERNELS = {
         "tensorflow": "keras_gmlp.kernels.gmlp_block:gmlp_block",
         "torch": "keras_gmlp.kernels.gmlp_block:torch_gmlp_block",
     },
+    "gmlp_block_with_cache": {
+        "torch": "keras_gmlp.kernels.decoding:torch_gmlp_block_with_cache",
+    },
     "toeplitz_matrix": {
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
     },

@@ -191,6 +191,8 @@ class GMLPBlock(keras.layers.Layer):
         with a cache (incremental decoding, `O(max_length)` a token): the
         outputs equal `call`'s on the whole prefix, up to rounding.
 
+        Another operation of `keras_gmlp.kernels`, as `call`.
+
         Args:
             inputs: tensor `(batch, k, d_model)`.
             cache: dict, from `empty_cache` or this method.
@@ -206,6 +208,20 @@ class GMLPBlock(keras.layers.Layer):
                 f"Received causal={self.causal}; decoding with a cache "
                 "needs a causal GMLPBlock (causal=True)."
             )
+        return kernels.dispatch(
+            "gmlp_block_with_cache",
+            GMLPBlock.reference_call_with_cache,
+            self,
+            inputs,
+            cache,
+            cache_update_index,
+            padding_mask,
+        )
+
+    def reference_call_with_cache(
+        self, inputs, cache, cache_update_index, padding_mask=None
+    ):
+        """`call_with_cache` in Keras ops."""
         cache = dict(cache)
         inputs = ops.cast(inputs, self.compute_dtype)
         normalized = self.norm(inputs)

@@ -1,0 +1,100 @@
+"""The `"gmlp_block_with_cache"` kernel (torch) against
+`GMLPBlock.reference_call_with_cache`: the prompt's pass and each decoded
+token, outputs and caches, float32 and mixed_bfloat16."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_gmlp import kernels
+from keras_gmlp.layers import GMLPBlock
+from tests.layer_test import randomize_weights
+
+pytestmark = pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch's kernel"
+)
+
+BLOCKS = {
+    "dense": {},
+    "toeplitz": {"spatial": "toeplitz"},
+    "amlp_toeplitz": {"spatial": "toeplitz", "attention_dim": 8},
+}
+
+
+@pytest.fixture
+def kernel_mode():
+    yield kernels.configure
+    kernels.configure("auto")
+
+
+def as_numpy(x):
+    return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
+
+
+def decode(block, prompt, tokens, mode, index_type):
+    """The prompt's pass, then one token at a time: every output and the
+    last cache, as numpy."""
+    import torch
+
+    kernels.configure(mode)
+    cache = block.empty_cache(prompt.shape[0], 10)
+    outputs = []
+    with torch.no_grad():
+        output, cache = block.call_with_cache(prompt, cache, 0)
+        outputs.append(output)
+        for offset in range(tokens.shape[1]):
+            index = index_type(prompt.shape[1] + offset)
+            output, cache = block.call_with_cache(
+                tokens[:, offset : offset + 1], cache, index
+            )
+            outputs.append(output)
+    return [as_numpy(x) for x in outputs] + [
+        as_numpy(x) for x in keras.tree.flatten(cache)
+    ]
+
+
+@pytest.mark.parametrize("index_type", [int, "tensor"])
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", sorted(BLOCKS))
+def test_kernel_decodes_as_the_reference(
+    name, policy, index_type, rng, kernel_mode
+):
+    block = GMLPBlock(
+        ffn_dim=48,
+        sequence_length=10,
+        causal=True,
+        dtype=policy,
+        **BLOCKS[name],
+    )
+    block.build((2, 10, 16))
+    randomize_weights(block, rng)
+    prompt = rng.normal(size=(2, 4, 16)).astype("float32")
+    tokens = rng.normal(size=(2, 5, 16)).astype("float32")
+    if index_type == "tensor":
+        index_type = lambda i: keras.ops.convert_to_tensor(i, "int32")  # noqa: E731
+    reference = decode(block, prompt, tokens, "off", index_type)
+    kernel = decode(block, prompt, tokens, "on", index_type)
+    tolerance = 2e-5 if policy == "float32" else 3e-2
+    for got, want in zip(kernel, reference, strict=True):
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
+def test_kernel_declines_under_autograd_and_for_several_new_tokens(
+    rng, kernel_mode
+):
+    from keras_gmlp.kernels.decoding import torch_gmlp_block_with_cache
+
+    block = GMLPBlock(ffn_dim=48, sequence_length=10, causal=True)
+    block.build((1, 10, 16))
+    cache = block.empty_cache(1, 10)
+    x = keras.ops.convert_to_tensor(rng.normal(size=(1, 2, 16)), "float32")
+    assert torch_gmlp_block_with_cache(block, x, cache, 3) is NotImplemented
+    import torch
+
+    with torch.no_grad():
+        assert torch_gmlp_block_with_cache(block, x, cache, 3) is NotImplemented
+        assert (
+            torch_gmlp_block_with_cache(block, x, cache, 0)
+            is not NotImplemented
+        )
