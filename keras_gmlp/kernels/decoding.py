@@ -18,6 +18,8 @@ the reference (`benchmarks/versions.py --rows generate` against a checkout
 without this kernel, `versions_xeon_torch_decoding.json`).
 """
 
+import numbers
+
 from keras import ops
 
 from keras_gmlp.kernels.dense import dense_call
@@ -40,7 +42,10 @@ def torch_gmlp_block_with_cache(
     if isinstance(start, torch.Tensor) and start.ndim == 0:
         start = int(start)
     length = inputs.shape[-2]
-    if not isinstance(start, int) or not (start == 0 or length == 1):
+    if not isinstance(start, numbers.Integral):
+        return NotImplemented
+    start = int(start)
+    if not (start == 0 or length == 1):
         return NotImplemented
     cache = dict(cache)
     inputs = ops.cast(inputs, block.compute_dtype)
