@@ -20,3 +20,13 @@ def amd(request, monkeypatch):
         # The tests' products are small: oneDNN takes them all.
         monkeypatch.setattr(torch_linear, "MIN_MULTIPLY_ADDS", 0)
     return request.param
+
+
+@pytest.fixture
+def kernel_mode():
+    """`keras_gmlp.kernels.configure`, set back to `"auto"` after the
+    test."""
+    from keras_gmlp import kernels
+
+    yield kernels.configure
+    kernels.configure("auto")

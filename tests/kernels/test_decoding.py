@@ -21,12 +21,6 @@ BLOCKS = {
 }
 
 
-@pytest.fixture
-def kernel_mode():
-    yield kernels.configure
-    kernels.configure("auto")
-
-
 def as_numpy(x):
     return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
 

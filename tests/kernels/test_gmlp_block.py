@@ -21,13 +21,6 @@ BLOCKS = {
 }
 
 
-@pytest.fixture
-def kernel_mode():
-    """Sets the kernels' mode; back to `"auto"` after the test."""
-    yield kernels.configure
-    kernels.configure("auto")
-
-
 def outputs_and_gradients(block, x, cotangent, training, mode):
     kernels.configure(mode)
     if keras.config.backend() == "torch" and not training:

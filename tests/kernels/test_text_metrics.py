@@ -13,13 +13,6 @@ from tests.models.gmlp_text.test_text_metrics import numpy_token_cross_entropy
 BACKEND = keras.config.backend()
 
 
-@pytest.fixture
-def configure():
-    """`kernels.configure`, set back to `"auto"` after the test."""
-    yield kernels.configure
-    kernels.configure("auto")
-
-
 def numpy_cross_entropy_gradient(labels, logits, upstream):
     """The gradient of `sum(upstream * cross_entropy)` in the logits."""
     shifted = logits.astype("float64") - logits.max(axis=-1, keepdims=True)
@@ -86,7 +79,7 @@ def _losses_and_gradient(labels, logits, upstream, compiled):
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("shape", [(12,), (3, 4)])
 def test_cross_entropy_kernel_gives_the_references_values_and_gradient(
-    configure, shape, dtype, compiled, rng
+    kernel_mode, shape, dtype, compiled, rng
 ):
     classes = 9
     logits = rng.normal(scale=3.0, size=(*shape, classes)).astype("float32")
@@ -94,9 +87,9 @@ def test_cross_entropy_kernel_gives_the_references_values_and_gradient(
     labels = rng.integers(0, classes, shape).astype("int32")
     upstream = rng.normal(size=shape).astype("float32")
 
-    configure("off")
+    kernel_mode("off")
     reference = losses_and_gradient(labels, logits, upstream, compiled)
-    configure("on")
+    kernel_mode("on")
     kernel = losses_and_gradient(labels, logits, upstream, compiled)
 
     assert not isinstance(reference, type), reference
@@ -122,7 +115,7 @@ def test_cross_entropy_kernel_gives_the_references_values_and_gradient(
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_cross_entropy_kernel_treats_labels_outside_the_classes_as_keras(
-    configure, dtype, compiled, rng
+    kernel_mode, dtype, compiled, rng
 ):
     # JAX's reference gives 0 (and no gradient) at such a label, as its
     # one-hot is 0; TensorFlow's and torch's raise an error on a CPU.
@@ -131,9 +124,9 @@ def test_cross_entropy_kernel_treats_labels_outside_the_classes_as_keras(
     labels = np.array([0, 9, 3, -1, 8, 4], "int32")
     upstream = rng.normal(size=6).astype("float32")
 
-    configure("off")
+    kernel_mode("off")
     reference = losses_and_gradient(labels, logits, upstream, compiled)
-    configure("on")
+    kernel_mode("on")
     kernel = losses_and_gradient(labels, logits, upstream, compiled)
 
     if BACKEND == "jax":
@@ -150,10 +143,10 @@ def test_cross_entropy_kernel_treats_labels_outside_the_classes_as_keras(
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's kernel")
 @pytest.mark.parametrize("mode", ["on", "off"])
-def test_tensorflow_kernel_runs_no_softmax_kernel_when_on(configure, mode):
+def test_tensorflow_kernel_runs_no_softmax_kernel_when_on(kernel_mode, mode):
     import tensorflow as tf
 
-    configure(mode)
+    kernel_mode(mode)
 
     @tf.function
     def loss_and_gradient(logits, labels):
@@ -175,10 +168,10 @@ def test_tensorflow_kernel_runs_no_softmax_kernel_when_on(configure, mode):
 
 
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="TensorFlow's kernel")
-def test_tensorflow_kernel_is_not_traced_by_the_exports(configure):
+def test_tensorflow_kernel_is_not_traced_by_the_exports(kernel_mode):
     import tensorflow as tf
 
-    configure("on")
+    kernel_mode("on")
 
     @tf.function
     def loss(logits, labels):
