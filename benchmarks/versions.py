@@ -13,10 +13,19 @@ the pretraining recipe's masked LM (`gmlp_tiny`) training step at 128 and
 workers in alternated rounds; `x_baseline` is the baseline's median step
 time over this checkout's.
 
+With `--references`, each row's baseline of `benchmarks/vision.py` and
+`benchmarks/masked_lm_speed.py` runs in the same rounds: timm's
+gMLP-Ti/16 (a `timm_worker.py` under `--timm-python`) for the image rows,
+the matched keras-hub BERT (built in this checkout's worker) for the
+masked-LM rows; `this_x_reference` and `baseline_x_reference` are the
+reference's median step time over each checkout's.
+
 Usage:
     git worktree add ../baseline <commit>
     python benchmarks/versions.py --baseline ../baseline --rounds 3 \\
         --name versions_xeon
+    python benchmarks/versions.py --baseline ../baseline --references \\
+        --timm-python /work/timm-venv/bin/python --name versions_references
 Results: benchmarks/results/<name>.json (default name versions).
 """
 
@@ -64,8 +73,9 @@ def worker(batch_size, batch_tokens):
             else:
                 step = lambda: model.predict_on_batch(images)  # noqa: E731
         else:
-            length = 128 if row == "mlm128_train" else 512
-            model, _ = masked_lm_speed.build("gmlp", "gmlp_tiny", length, 8192)
+            length = 128 if row.startswith("mlm128") else 512
+            name = "bert" if row.endswith("_bert") else "gmlp"
+            model, _ = masked_lm_speed.build(name, "gmlp_tiny", length, 8192)
             x, y = masked_lm_speed.batch(
                 model, length, max(1, batch_tokens // length), 8192
             )
@@ -97,8 +107,32 @@ def generation_step():
     return lambda: model.generate(inputs, stop_token_ids=None)
 
 
+def reference_timer(row, workers, timm, repeats):
+    """A function timing one step of `row`'s reference (`--references`),
+    or None: timm's model in `timm`, or the BERT in this checkout's
+    worker, built here."""
+    if row.startswith("ti16"):
+        mode = "train" if row == "ti16_train" else "infer"
+
+        def timm_step():
+            answer = timm.ask(
+                "run", mode=mode, precision="float32", steps=repeats
+            )
+            return answer.get("seconds", 0) / repeats or None
+
+        return timm_step
+    if row.startswith("mlm"):
+        bert = f"{row}_bert"
+        workers["this"].ask("build", row=bert)
+        return lambda: (
+            workers["this"].ask("run", row=bert, repeats=repeats).get("seconds")
+        )
+    return None
+
+
 def measure(backend, args):
-    """The rows of one backend, both versions alternated."""
+    """The rows of one backend, both versions alternated (and each row's
+    reference, with `--references`)."""
     workers = {}
     for version, path in (
         ("this", common.REPOSITORY),
@@ -112,17 +146,31 @@ def measure(backend, args):
         command += ["--batch-size", str(args.batch_size)]
         command += ["--batch-tokens", str(args.batch_tokens)]
         workers[version] = common.Worker(command, env, sys.stderr)
+    timm = None
+    if args.references and any(row.startswith("ti16") for row in args.rows):
+        command = common.timm_worker_command(
+            args.timm_python, "gmlp_ti16_224", args.batch_size, 224, 2, 2
+        )
+        env = common.worker_env(None, 2, timm=True)
+        timm = common.Worker(command, env, sys.stderr)
     rows = []
     try:
         for row in args.rows:
             built = {v: w.ask("build", row=row) for v, w in workers.items()}
+            reference = None
+            if args.references:
+                reference = reference_timer(row, workers, timm, args.repeats)
             times = {version: [] for version in workers}
+            if reference is not None:
+                times["reference"] = []
             for _ in range(args.rounds):
                 for version, worker_process in workers.items():
                     answer = worker_process.ask(
                         "run", row=row, repeats=args.repeats
                     )
                     times[version].append(answer.get("seconds"))
+                if reference is not None:
+                    times["reference"].append(reference())
             this = common.median(times["this"])
             baseline = common.median(times["baseline"])
             result = {
@@ -134,16 +182,35 @@ def measure(backend, args):
                 "x_baseline": baseline / this if this and baseline else None,
                 "built": built,
             }
-            print(
+            line = (
                 f"{backend:10s} {row:13s} this {this:.3f} s  baseline "
-                f"{baseline:.3f} s  x{result['x_baseline']:.2f}",
-                flush=True,
+                f"{baseline:.3f} s  x{result['x_baseline']:.2f}"
             )
+            if reference is not None:
+                result.update(against_reference(times))
+                line += (
+                    f"  reference {result['reference_s']:.3f} s  this "
+                    f"x{result['this_x_reference']:.2f}  baseline "
+                    f"x{result['baseline_x_reference']:.2f}"
+                )
+            print(line, flush=True)
             rows.append(result)
     finally:
-        for worker_process in workers.values():
-            worker_process.close()
+        for worker_process in [*workers.values(), timm]:
+            if worker_process is not None:
+                worker_process.close()
     return rows
+
+
+def against_reference(times):
+    """The reference's median step time and each checkout's ratio to it
+    (the reference's time over the checkout's), from one row's rounds."""
+    reference = common.median(times["reference"])
+    return {
+        "reference_s": reference,
+        "this_x_reference": reference / common.median(times["this"]),
+        "baseline_x_reference": reference / common.median(times["baseline"]),
+    }
 
 
 def parse_args(argv=None):
@@ -162,6 +229,12 @@ def parse_args(argv=None):
     parser.add_argument("--batch-tokens", type=int, default=4096)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--references",
+        action="store_true",
+        help="also time timm's gMLP-Ti/16 and the matched BERT each round",
+    )
+    parser.add_argument("--timm-python", default=common.TIMM_PYTHON)
     parser.add_argument("--name", default="versions")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)

@@ -121,3 +121,18 @@ def test_memory_rows_compare_with_the_baseline_checkouts():
     assert rows[0]["step_peak_x_baseline"] is None
     assert "peak_x_baseline" not in rows[1]  # the baseline's own row
     assert "peak_x_baseline" not in rows[2]  # no baseline measured
+
+
+def test_versions_rows_compare_each_checkout_with_the_reference():
+    from benchmarks.versions import against_reference
+
+    times = {
+        "this": [2.0, 1.0, 3.0],
+        "baseline": [4.0, None, 4.0],
+        "reference": [3.0, 3.0, 1.0],
+    }
+    assert against_reference(times) == {
+        "reference_s": 3.0,
+        "this_x_reference": 1.5,
+        "baseline_x_reference": 0.75,
+    }

@@ -250,9 +250,6 @@ class GMLPBlock(keras.layers.Layer):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def compute_mask(self, inputs, mask=None):
-        return mask
-
     def get_config(self):
         config = super().get_config()
         config.update(

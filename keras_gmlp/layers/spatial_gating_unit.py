@@ -1,5 +1,6 @@
 import keras
 from keras import ops
+from keras.initializers import serialize
 
 from keras_gmlp.layers.toeplitz_matrix import cache_position
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
@@ -19,16 +20,22 @@ TOEPLITZ_METHODS = ("auto", "matmul", "fft")
 FFT_CROSSOVER = 2048
 
 
-def check_modes(spatial, gating):
-    """Raises a ValueError for an unknown `spatial` or `gating` mode."""
+def check_modes(spatial, gating, toeplitz_method="auto"):
+    """Raises a ValueError for an unknown mode or an FFT without Toeplitz."""
     for name, value, choices in (
         ("spatial", spatial, SPATIAL_MODES),
         ("gating", gating, GATING_MODES),
+        ("toeplitz_method", toeplitz_method, TOEPLITZ_METHODS),
     ):
         if value not in choices:
             raise ValueError(
                 f"Received {name}={value!r}; expected one of {choices}."
             )
+    if toeplitz_method == "fft" and spatial != "toeplitz":
+        raise ValueError(
+            f"Received toeplitz_method='fft' with spatial={spatial!r}; "
+            "the FFT applies to spatial='toeplitz' only."
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -96,17 +103,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_modes(spatial, gating)
-        if toeplitz_method not in TOEPLITZ_METHODS:
-            raise ValueError(
-                f"Received toeplitz_method={toeplitz_method!r}; expected one "
-                f"of {TOEPLITZ_METHODS}."
-            )
-        if toeplitz_method == "fft" and spatial != "toeplitz":
-            raise ValueError(
-                f"Received toeplitz_method='fft' with spatial={spatial!r}; "
-                "the FFT applies to spatial='toeplitz' only."
-            )
+        check_modes(spatial, gating, toeplitz_method)
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(
                 f"Received sequence_length={sequence_length}; expected a "
@@ -278,14 +275,9 @@ class SpatialGatingUnit(keras.layers.Layer):
         if is_static(start) and start == 0:
             mixed = self.token_product(z)
         else:
-            k = inputs.shape[-2]
+            k, n = inputs.shape[-2], self.sequence_length
             weight = causal_rows(
-                self.kernel,
-                self.spatial,
-                self.sequence_length,
-                max_length,
-                start,
-                k,
+                self.kernel, self.spatial, n, max_length, start, k
             )
             bias = ops.slice(ops.convert_to_tensor(self.bias), [start], [k])
             mixed = (
@@ -302,25 +294,16 @@ class SpatialGatingUnit(keras.layers.Layer):
             channels = channels // 2
         return tuple(input_shape[:-1]) + (channels,)
 
-    def compute_mask(self, inputs, mask=None):
-        return mask
-
     def get_config(self):
         config = super().get_config()
         config.update(
-            {
-                "sequence_length": self.sequence_length,
-                "spatial": self.spatial,
-                "causal": self.causal,
-                "gating": self.gating,
-                "epsilon": self.epsilon,
-                "toeplitz_method": self.toeplitz_method,
-                "kernel_initializer": keras.initializers.serialize(
-                    self.kernel_initializer
-                ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
-            }
+            sequence_length=self.sequence_length,
+            spatial=self.spatial,
+            causal=self.causal,
+            gating=self.gating,
+            epsilon=self.epsilon,
+            toeplitz_method=self.toeplitz_method,
+            kernel_initializer=serialize(self.kernel_initializer),
+            bias_initializer=serialize(self.bias_initializer),
         )
         return config

@@ -193,9 +193,6 @@ class TinyAttention(keras.layers.Layer):
         output_dim = self.output_dim or input_shape[-1]
         return tuple(input_shape[:-1]) + (output_dim,)
 
-    def compute_mask(self, inputs, mask=None):
-        return mask
-
     def get_config(self):
         config = super().get_config()
         config.update(
