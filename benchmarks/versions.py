@@ -11,7 +11,7 @@ the pretraining recipe's masked LM (`gmlp_tiny`) training step at 128 and
 512 tokens (and, asked for, `generate`: the causal LM's decoding, as
 `benchmarks/generation.py` times it). The driver times each row in both
 workers in alternated rounds; `x_baseline` is the baseline's median step
-time over this checkout's.
+time over this checkout's; each checkout runs first in every other round.
 
 With `--references`, each row's baseline of `benchmarks/vision.py` and
 `benchmarks/masked_lm_speed.py` runs in the same rounds: timm's
@@ -163,8 +163,10 @@ def measure(backend, args):
             times = {version: [] for version in workers}
             if reference is not None:
                 times["reference"] = []
-            for _ in range(args.rounds):
-                for version, worker_process in workers.items():
+            for round_index in range(args.rounds):
+                # ABBA: each checkout runs first in every other round.
+                order = list(workers.items())[:: -1 if round_index % 2 else 1]
+                for version, worker_process in order:
                     answer = worker_process.ask(
                         "run", row=row, repeats=args.repeats
                     )
