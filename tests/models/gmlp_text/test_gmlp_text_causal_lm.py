@@ -35,14 +35,18 @@ def as_text(x):
 
 
 def greedy_reference(causal_lm, prompt_ids, max_length, stop_id=None):
-    """Greedy decoding with the plain forward pass on the growing prefix."""
+    """Greedy decoding with the plain forward pass on the growing prefix,
+    padded on the right to `max_length` (one shape, traced once): a causal
+    model's outputs up to the prefix's last token do not see the padding."""
     ids = list(prompt_ids)
     while len(ids) < max_length:
+        token_ids = np.zeros((1, max_length), "int32")
+        token_ids[0, : len(ids)] = ids
         x = {
-            "token_ids": np.array([ids], "int32"),
-            "padding_mask": np.ones((1, len(ids)), "int32"),
+            "token_ids": token_ids,
+            "padding_mask": np.arange(max_length)[None] < len(ids),
         }
-        logits = as_numpy(causal_lm(x))[0, -1]
+        logits = as_numpy(causal_lm(x))[0, len(ids) - 1]
         ids.append(int(logits.argmax()))
         if ids[-1] == stop_id:
             break
