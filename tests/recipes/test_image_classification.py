@@ -173,6 +173,7 @@ def test_held_out_images_are_scored_in_equal_batches(tmp_path, monkeypatch):
     assert set(sizes) == {60}
 
 
+@pytest.mark.one_backend("torch")
 def test_killed_run_resumes_from_its_last_epoch(tmp_path):
     output_dir = tmp_path / "run"
     argv = tiny_digits(output_dir, "--no-export", "--no-plots")
@@ -218,6 +219,7 @@ def write_jpeg_folder(root, corrupt):
         (root / path).write_bytes(b"\xff\xd8\xff broken")
 
 
+@pytest.mark.one_backend("tensorflow")
 def test_folder_run_counts_corrupt_images(tmp_path):
     folder = tmp_path / "images"
     write_jpeg_folder(folder, corrupt=["a/3.jpg", "b/9.jpg"])
