@@ -62,8 +62,8 @@ class GMLPMaskedLM(GMLPTextTask, MaskedLM):
     ... )
     >>> masked_lm = keras_gmlp.GMLPMaskedLM(backbone, preprocessor)
     >>> history = masked_lm.fit(texts, batch_size=2, verbose=0)
-    >>> keras_gmlp.GMLPMaskedLM.from_preset("gmlp_base").count_params()
-    130073552
+    >>> keras_gmlp.GMLPMaskedLM.from_preset("gmlp_tiny").count_params()
+    1449212
 
     References:
         - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)

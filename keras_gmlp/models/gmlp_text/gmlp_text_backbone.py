@@ -88,8 +88,8 @@ class GMLPTextBackbone(FromPreset, PortableExport, Backbone):
     ... }
     >>> tuple(backbone(inputs).shape)
     (2, 12, 8)
-    >>> keras_gmlp.GMLPTextBackbone.from_preset("gmlp_base").count_params()
-    130073552
+    >>> keras_gmlp.GMLPTextBackbone.from_preset("gmlp_tiny").count_params()
+    1449212
 
     References:
         - [Liu et al., 2021](https://arxiv.org/abs/2105.08050)
