@@ -278,3 +278,22 @@ class GMLPBlockLayerTest(LayerTestCase):
             expected_num_trainable_weights=num_weights,
             expected_num_non_trainable_variables=1,  # the drop path's seed
         )
+
+
+@pytest.mark.parametrize("layer_name", ["block", "unit", "attention"])
+def test_layers_pass_the_keras_mask_on(layer_name):
+    from keras_gmlp.layers import SpatialGatingUnit
+    from keras_gmlp.layers import TinyAttention
+
+    layer = {
+        "block": lambda: GMLPBlock(ffn_dim=8),
+        "unit": lambda: SpatialGatingUnit(),
+        "attention": lambda: TinyAttention(4),
+    }[layer_name]()
+    x = keras.ops.ones((2, 5, 6))
+    layer(x)
+    mask = keras.ops.convert_to_tensor(
+        [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], "bool"
+    )
+    assert layer.supports_masking
+    assert layer.compute_mask(x, mask) is mask
