@@ -167,7 +167,7 @@ def call_on_halves(unit, u, v, attention=None):
         length = ops.shape(v)[-2]
     z = direct_call(unit.norm, v, method=layer_norm)
     if unit.uses_fft(length if static else None):
-        mixed = unit.token_product_by_fft(z, length)
+        mixed = unit.token_product(z)
     else:
         weight = ops.cast(unit.spatial_weight(length), z.dtype)
         bias = ops.cast(leading(unit.bias, length, 0), z.dtype)

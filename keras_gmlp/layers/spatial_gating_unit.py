@@ -13,10 +13,9 @@ from keras_gmlp.layers.toeplitz_matrix import traces_materialised_toeplitz
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
 TOEPLITZ_METHODS = ("auto", "matmul", "fft")
-# Token count from which `toeplitz_method="auto"` takes the FFT: there a
-# unit of 1536 gated channels trains 1.09x (JAX) and 1.55x (TensorFlow) as
-# fast as with the materialised product, torch from 4096 tokens
-# (`benchmarks/spatial_gating.py`, results `spatial_gating_xeon_*`).
+# From this many tokens `toeplitz_method="auto"` takes the FFT: a unit of
+# 1536 gated channels trains 1.09x (JAX), 1.55x (TensorFlow) as fast so,
+# torch from 4096 (`benchmarks/spatial_gating.py`, `spatial_gating_xeon_*`).
 FFT_CROSSOVER = 2048
 
 
@@ -138,9 +137,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             self.sequence_length = int(input_shape[-2])
         self.check_length(input_shape[-2])
         n = self.sequence_length
-        self.gate_channels = (
-            channels // 2 if self.gating == "split" else channels
-        )
+        self.gate_channels = channels // (2 if self.gating == "split" else 1)
         self.norm = keras.layers.LayerNormalization(
             epsilon=self.epsilon, dtype=self.dtype_policy, name="norm"
         )
@@ -184,15 +181,14 @@ class SpatialGatingUnit(keras.layers.Layer):
         """Whether a call on `length` tokens applies `W` by FFT."""
         if self.spatial != "toeplitz" or self.toeplitz_method == "matmul":
             return False
-        if traces_materialised_toeplitz():
+        if traces_materialised_toeplitz():  # an ONNX or LiteRT export
             return False
         length = length if is_static(length) else self.sequence_length
         return self.toeplitz_method == "fft" or length >= FFT_CROSSOVER
 
     def call(self, inputs, attention=None):
         u, v = self.halves(inputs)
-        mixed = self.token_product(self.norm(v))
-        return self.gate(u, mixed, attention)
+        return self.gate(u, self.token_product(self.norm(v)), attention)
 
     def halves(self, inputs):
         """`(u, v)`: the split gating's halves, else the input twice."""
@@ -206,17 +202,13 @@ class SpatialGatingUnit(keras.layers.Layer):
         self.check_length(length)
         length = length if is_static(length) else ops.shape(v)[-2]
         if self.uses_fft(length):
-            return self.token_product_by_fft(v, length)
+            bias = leading(ops.cast(self.bias, "float32"), length, 0)
+            return toeplitz_product_by_fft(
+                self.kernel, v, bias, length, self.sequence_length, self.causal
+            )
         weight = ops.cast(self.spatial_weight(length), v.dtype)
         bias = ops.cast(leading(self.bias, length, 0), v.dtype)
         return ops.einsum("ij,...jc->...ic", weight, v) + bias[:, None]
-
-    def token_product_by_fft(self, v, length):
-        """`token_product` of a Toeplitz `W` by real FFT."""
-        bias = leading(ops.cast(self.bias, "float32"), length, 0)
-        return toeplitz_product_by_fft(
-            self.kernel, v, bias, length, self.sequence_length, self.causal
-        )
 
     def gate(self, u, mixed, attention=None):
         """The gating of `u` by the token product `mixed`."""
@@ -236,8 +228,7 @@ class SpatialGatingUnit(keras.layers.Layer):
             )
         if not is_static(max_length):
             raise ValueError(
-                f"Received a cache of {max_length} tokens; expected a "
-                "static (Python int) length."
+                f"Received max_length={max_length}; expected a Python int."
             )
         self.check_length(max_length)
         return ops.zeros(
@@ -285,8 +276,8 @@ class SpatialGatingUnit(keras.layers.Layer):
                 + ops.cast(bias, cache.dtype)[:, None]
             )
         if attention is not None:
-            attention = ops.cast(attention, self.compute_dtype)
-        return self.gate(u, mixed, attention), cache
+            mixed = mixed + ops.cast(attention, self.compute_dtype)
+        return self.gate(u, mixed), cache
 
     def compute_output_shape(self, input_shape):
         channels = input_shape[-1]
