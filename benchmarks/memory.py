@@ -18,7 +18,13 @@ the same way by `timm_worker.py` under the timm virtualenv's python
 With `--baseline` (another checkout, e.g. a git worktree of an older
 commit) each backend's row is measured with that checkout's `keras_gmlp`
 too, and `x_baseline` is this checkout's figure over the baseline's
-(`--timm-python none` skips timm).
+(`--timm-python none` skips timm). With `--kernels-without OPERATION...`
+this checkout is measured a second time with those operations' kernels off
+(`keras_gmlp.kernels.configure("auto", operations=...)`, version
+`without_kernels`), and `x_without_kernels` is this checkout's figure over
+that row's: what the kernels save. `--fit-on-tf-data` trains with
+`model.fit` on a `tf.data` dataset of the batch, as the image recipes feed
+it, instead of `train_on_batch`.
 
 Memory does not drift with the machine's load, so each row is one process,
 not alternated rounds. TensorFlow keeps its step's buffers resident
@@ -31,6 +37,10 @@ Usage:
     git worktree add ../baseline <commit>
     python benchmarks/memory.py --backends torch --batch-size 32 \\
         --baseline ../baseline --timm-python none --suffix _xeon_versions
+    python benchmarks/memory.py --backends jax --models gmlp_s16_224 \\
+        --batch-size 32 --reuse-freed-memory --fit-on-tf-data \\
+        --kernels-without step_function --timm-python none \\
+        --suffix _epyc26_step_function
 Results: benchmarks/results/memory_<model><suffix>.json (every backend in
 one file).
 """
@@ -48,6 +58,18 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import common  # noqa: E402
 from benchmarks.common import JIT_COMPILE  # noqa: E402
 
+# The kernels' operations (`keras_gmlp.kernels.registry.KERNELS`), for
+# `--kernels-without`; kept here so that the driver imports no backend.
+KERNEL_OPERATIONS = (
+    "batch_chains",
+    "causal_lm_with_cache",
+    "gmlp_block",
+    "gmlp_block_with_cache",
+    "step_function",
+    "token_cross_entropy",
+    "toeplitz_matrix",
+)
+
 
 def keras_measurement(args):
     """In a fresh process: peak RSS before and after the training steps.
@@ -59,23 +81,41 @@ def keras_measurement(args):
     common.configure_threads(args.threads, args.share_cores)
     import keras
 
+    from keras_gmlp.kernels import registry
+
+    if args.kernels_without:
+        operations = set(registry.KERNELS) - set(args.kernels_without)
+        registry.configure("auto", operations=operations)
+
     remat_mode = "activations" if args.remat_activations else None
     with keras.RematScope(mode=remat_mode):
         model = common.build_image_classifier(
             args.model, args.image_size, JIT_COMPILE[args.jit], args.precision
         )
     images, labels = common.random_image_batch(args.batch_size, args.image_size)
+    if args.fit_on_tf_data:
+        import tensorflow as tf
+
+        batch = tf.data.Dataset.from_tensors((images, labels))
+
+        def train(steps):
+            model.fit(batch.repeat(steps), verbose=0)
+
+    else:
+
+        def train(steps):
+            for _ in range(steps):
+                model.train_on_batch(images, labels)
+
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     after_each_step = []
     for _ in range(args.steps):
-        model.train_on_batch(images, labels)
+        train(1)
         after_each_step.append(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         )
     after = after_each_step[-1] if after_each_step else before
-    steady = common.steady_step_peak(
-        lambda: model.train_on_batch(images, labels), args.steady_steps
-    )
+    steady = common.steady_step_peak(lambda: train(args.steady_steps), 1)
     answer = {
         "maxrss_built_kib": before,
         "maxrss_trained_kib": after,
@@ -130,20 +170,20 @@ def ratio(value, baseline):
     return value / baseline if value and baseline else None
 
 
-def compare_with_baseline(rows):
-    """Adds to each of this checkout's rows its figures over the baseline
-    checkout's row of the same backend and compilation (`*_x_baseline`)."""
+def compare_with_baseline(rows, version="baseline"):
+    """Adds to each of this checkout's rows its figures over the `version`
+    row of the same backend and compilation (`*_x_<version>`)."""
     baselines = {
         (row["backend"], row["jit_compile"]): row
         for row in rows
-        if row["version"] == "baseline"
+        if row["version"] == version
     }
     for row in rows:
         baseline = baselines.get((row["backend"], row["jit_compile"]))
         if row["version"] != "this" or baseline is None:
             continue
         for figure in ("steady_step_peak_mib", "step_peak_mib", "peak_mib"):
-            name = figure.replace("_mib", "_x_baseline")
+            name = figure.replace("_mib", f"_x_{version}")
             row[name] = ratio(row[figure], baseline[figure])
 
 
@@ -184,6 +224,18 @@ def main():
         "--baseline",
         help="another checkout's folder: its keras_gmlp measured too",
     )
+    parser.add_argument(
+        "--kernels-without",
+        nargs="+",
+        default=[],
+        choices=sorted(KERNEL_OPERATIONS),
+        help="also measure this checkout with these operations' kernels off",
+    )
+    parser.add_argument(
+        "--fit-on-tf-data",
+        action="store_true",
+        help="train with model.fit on a tf.data dataset, not train_on_batch",
+    )
     parser.add_argument("--jit", default="jit")
     parser.add_argument("--precision", default="float32")
     args = parser.parse_args()
@@ -210,10 +262,15 @@ def main():
             "steady_step_peak_mib": timm_steady,
         }
         model_rows = []
-        checkouts = {"this": str(common.REPOSITORY)}
+        checkouts = {"this": (str(common.REPOSITORY), [])}
         if args.baseline:
-            checkouts["baseline"] = os.path.abspath(args.baseline)
-        for backend, jit, (version, checkout) in itertools.product(
+            checkouts["baseline"] = (os.path.abspath(args.baseline), [])
+        if args.kernels_without:
+            checkouts["without_kernels"] = (
+                str(common.REPOSITORY),
+                ["--kernels-without", *args.kernels_without],
+            )
+        for backend, jit, (version, (checkout, flags)) in itertools.product(
             args.backends, args.jit_modes, checkouts.items()
         ):
             env = common.worker_env(backend, args.threads)
@@ -244,6 +301,8 @@ def main():
                         else []
                     ),
                     *(["--share-cores"] if args.share_cores else []),
+                    *(["--fit-on-tf-data"] if args.fit_on_tf_data else []),
+                    *flags,
                 ],
                 env,
             )
@@ -272,6 +331,7 @@ def main():
             )
             print(model_rows[-1], file=sys.stderr)
         compare_with_baseline(model_rows)
+        compare_with_baseline(model_rows, "without_kernels")
         record["rows"] = model_rows
         common.write_results(f"memory_{model}{args.suffix}", record)
         rows.extend(model_rows)
@@ -300,6 +360,8 @@ def main():
             "steady_step_peak_x_baseline",
             "step_peak_x_baseline",
             "peak_x_baseline",
+            "steady_step_peak_x_without_kernels",
+            "peak_x_without_kernels",
             "error",
         ],
     )

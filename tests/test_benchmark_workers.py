@@ -121,6 +121,17 @@ def test_memory_rows_compare_with_the_baseline_checkouts():
     assert rows[0]["step_peak_x_baseline"] is None
     assert "peak_x_baseline" not in rows[1]  # the baseline's own row
     assert "peak_x_baseline" not in rows[2]  # no baseline measured
+    rows.append(row("jax", "without_kernels", 400.0))
+    compare_with_baseline(rows, "without_kernels")
+    assert rows[2]["peak_x_without_kernels"] == 0.25
+    assert "peak_x_without_kernels" not in rows[0]
+
+
+def test_memory_knows_every_kernel_operation():
+    from benchmarks.memory import KERNEL_OPERATIONS
+    from keras_gmlp.kernels.registry import KERNELS
+
+    assert sorted(KERNEL_OPERATIONS) == sorted(KERNELS)
 
 
 def test_versions_rows_compare_each_checkout_with_the_reference():

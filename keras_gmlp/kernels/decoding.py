@@ -1,5 +1,7 @@
-"""Kernel of the `"gmlp_block_with_cache"` operation under eager torch:
-`GMLPBlock.call_with_cache`, one token at a time.
+"""Kernels of the decoding operations under eager torch:
+`"gmlp_block_with_cache"` (`GMLPBlock.call_with_cache`, one token at a
+time) and `"causal_lm_with_cache"` (`GMLPCausalLM.call_with_cache`: the
+embedding, the blocks, the final norm and the tied output projection).
 
 The same outputs and cache as `GMLPBlock.reference_call_with_cache`, up to
 float rounding, computed so:
@@ -80,6 +82,28 @@ def torch_gmlp_block_with_cache(
         block.channel_projection_out, gated, method=dense_call
     )
     return inputs + outputs, cache
+
+
+def torch_causal_lm_with_cache(causal_lm, token_ids, cache, cache_update_index):
+    """`GMLPCausalLM.call_with_cache` outside autograd, its backbone's
+    layers called through `direct_call` (the blocks through their own
+    operation); `NotImplemented` under autograd."""
+    import torch
+
+    if torch.is_grad_enabled() or not isinstance(token_ids, torch.Tensor):
+        return NotImplemented
+    backbone = causal_lm.backbone
+    embedding = backbone.token_embedding
+    x = direct_call(embedding, token_ids)
+    caches = []
+    for block, block_cache in zip(backbone.blocks, cache, strict=True):
+        x, block_cache = block.call_with_cache(
+            x, block_cache, cache_update_index
+        )
+        caches.append(block_cache)
+    hidden = direct_call(backbone.final_norm, x, method=layer_norm)
+    logits = direct_call(embedding, hidden, reverse=True)
+    return logits, hidden, tuple(caches)
 
 
 def decoded_row(unit, cache, index):

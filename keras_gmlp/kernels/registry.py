@@ -42,6 +42,9 @@ KERNELS = {
     "gmlp_block_with_cache": {
         "torch": "keras_gmlp.kernels.decoding:torch_gmlp_block_with_cache",
     },
+    "causal_lm_with_cache": {
+        "torch": "keras_gmlp.kernels.decoding:torch_causal_lm_with_cache",
+    },
     "toeplitz_matrix": {
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
     },

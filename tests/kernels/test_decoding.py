@@ -1,6 +1,8 @@
-"""The `"gmlp_block_with_cache"` kernel (torch) against
-`GMLPBlock.reference_call_with_cache`: the prompt's pass and each decoded
-token, outputs and caches, float32 and mixed_bfloat16."""
+"""The decoding kernels (torch) against their references:
+`"gmlp_block_with_cache"` against `GMLPBlock.reference_call_with_cache`
+and `"causal_lm_with_cache"` against
+`GMLPCausalLM.reference_call_with_cache`: the prompt's pass and each
+decoded token, outputs and caches, float32 and mixed_bfloat16."""
 
 import keras
 import numpy as np
@@ -92,3 +94,59 @@ def test_kernel_declines_under_autograd_and_for_several_new_tokens(
             torch_gmlp_block_with_cache(block, x, cache, 0)
             is not NotImplemented
         )
+
+
+def decode_causal_lm(model, token_ids, prompt_length, mode):
+    """`GMLPCausalLM.call_with_cache` on the prompt, then one token at a
+    time, under `torch.no_grad` as `generate` runs it: every logit and
+    hidden state, and the last cache, as numpy."""
+    import torch
+
+    kernels.configure(mode)
+    cache = model.backbone.empty_cache(token_ids.shape[0], token_ids.shape[1])
+    outputs = []
+    with torch.no_grad():
+        logits, hidden, cache = model.call_with_cache(
+            token_ids[:, :prompt_length], cache, 0
+        )
+        outputs += [logits, hidden]
+        for index in range(prompt_length, token_ids.shape[1]):
+            logits, hidden, cache = model.call_with_cache(
+                token_ids[:, index : index + 1], cache, index
+            )
+            outputs += [logits, hidden]
+    return [as_numpy(x) for x in outputs + keras.tree.flatten(cache)]
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("config", ["gmlp-toeplitz", "amlp-dense"])
+def test_causal_lm_kernel_decodes_as_the_reference(
+    config, policy, rng, kernel_mode
+):
+    from tests.models.test_decoding_cache import CONFIGS
+    from tests.models.test_decoding_cache import LENGTH
+    from tests.models.test_decoding_cache import VOCABULARY_SIZE
+    from tests.models.test_decoding_cache import causal_lm
+
+    model = causal_lm(CONFIGS[config], dtype=policy)
+    token_ids = rng.integers(1, VOCABULARY_SIZE, size=(2, LENGTH))
+    token_ids = keras.ops.convert_to_tensor(token_ids, "int32")
+    reference = decode_causal_lm(model, token_ids, 4, "off")
+    kernel = decode_causal_lm(model, token_ids, 4, "on")
+    tolerance = 2e-5 if policy == "float32" else 3e-2
+    for got, want in zip(kernel, reference, strict=True):
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
+def test_causal_lm_kernel_declines_under_autograd(rng):
+    from keras_gmlp.kernels.decoding import torch_causal_lm_with_cache
+    from tests.models.test_decoding_cache import CONFIGS
+    from tests.models.test_decoding_cache import causal_lm
+
+    model = causal_lm(CONFIGS["gmlp-dense"])
+    cache = model.backbone.empty_cache(1, 4)
+    token_ids = keras.ops.ones((1, 4), "int32")
+    assert (
+        torch_causal_lm_with_cache(model, token_ids, cache, 0) is NotImplemented
+    )

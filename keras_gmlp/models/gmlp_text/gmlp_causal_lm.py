@@ -3,6 +3,7 @@ from keras import ops
 from keras_hub.src.models.causal_lm import CausalLM
 from keras_hub.src.utils.tensor_utils import any_equal
 
+from keras_gmlp import kernels
 from keras_gmlp.models.config import task_optimizer
 from keras_gmlp.models.gmlp_text.gmlp_causal_lm_preprocessor import (
     GMLPCausalLMPreprocessor,
@@ -154,7 +155,7 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         Incremental decoding: every block caches the normalised gate input
         of its spatial gating unit (and the tiny attention its keys and
         values), so a new token costs `O(max_length)` per block instead of
-        a pass over the whole prefix.
+        a pass over the whole prefix. An operation of `keras_gmlp.kernels`.
 
         Args:
             token_ids: int tensor `(batch, k)`, the tokens of positions
@@ -169,6 +170,17 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             vocabulary_size)` predicting the next tokens, hidden states
             `(batch, k, hidden_dim)` and the updated cache.
         """
+        return kernels.dispatch(
+            "causal_lm_with_cache",
+            GMLPCausalLM.reference_call_with_cache,
+            self,
+            token_ids,
+            cache,
+            cache_update_index,
+        )
+
+    def reference_call_with_cache(self, token_ids, cache, cache_update_index):
+        """`call_with_cache` in Keras ops."""
         hidden, cache = self.backbone.call_with_cache(
             token_ids, cache, cache_update_index
         )
