@@ -1,9 +1,10 @@
 """Kernels A/B: each row with every kernel on against the reference path.
 
 One process per backend (`KERAS_BACKEND`). For each row (gMLP-Ti/16 and
-gMLP-S/16 image classifiers, training and inference, and the masked LM
-of the pretraining recipe at 128 and 512 tokens, training) one model is
-built per variant, with the same weights:
+gMLP-S/16 image classifiers, training and inference, the masked LM of the
+pretraining recipe at 128 and 512 tokens, training, and, asked for with
+`--rows generate`, the causal LM's `generate` as `versions.py` times it)
+one model is built per variant, with the same weights:
 
 - `reference`: `keras_gmlp.kernels.configure("off")`, the layers' plain
   Keras ops;
@@ -31,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import common  # noqa: E402
 from benchmarks import masked_lm_speed  # noqa: E402
+from benchmarks import versions  # noqa: E402
 
 ROWS = {
     "ti16_train": ("image", "gmlp_ti16_224", True),
@@ -40,6 +42,8 @@ ROWS = {
     "mlm128_train": ("text", 128, True),
     "mlm512_train": ("text", 512, True),
 }
+# Asked for by name: `generate` of `gmlp_tiny` with the decoding cache.
+EXTRA_ROWS = {"generate": ("generate", "gmlp_tiny", False)}
 
 
 def variants(operations):
@@ -79,7 +83,7 @@ def measure_row(row, args):
 
     from keras_gmlp import kernels
 
-    kind, size, training = ROWS[row]
+    kind, size, training = {**ROWS, **EXTRA_ROWS}[row]
     functions, weights = {}, None
     for name, (mode, operations) in variants(args.operations).items():
         kernels.configure(mode, operations)
@@ -88,10 +92,12 @@ def measure_row(row, args):
             model, step = image_step(
                 size, training, args.batch_size, args.precision
             )
-        else:
+        elif kind == "text":
             model, step = text_step(
                 size, args.batch_tokens, args.vocabulary_size
             )
+        else:
+            model, step = versions.generation_step()
         if weights is None:
             weights = model.get_weights()
         model.set_weights(weights)
@@ -123,7 +129,10 @@ def parse_args(argv=None):
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument(
-        "--rows", nargs="+", default=list(ROWS), choices=list(ROWS)
+        "--rows",
+        nargs="+",
+        default=list(ROWS),
+        choices=[*ROWS, *EXTRA_ROWS],
     )
     parser.add_argument(
         "--operations",

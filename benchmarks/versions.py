@@ -62,7 +62,7 @@ def worker(batch_size, batch_tokens):
 
     def build(row):
         if row == "generate":
-            step = generation_step()
+            _, step = generation_step()
         elif row.startswith("ti16"):
             model = common.build_image_classifier(
                 "gmlp_ti16_224", 224, jit_compile="auto", precision="float32"
@@ -94,7 +94,7 @@ def worker(batch_size, batch_tokens):
 
 def generation_step():
     """`generate` of `gmlp_tiny` (512 tokens, spatial weights at a trained
-    model's scale, greedy) from a 128-token prompt: a function."""
+    model's scale, greedy) from a 128-token prompt: `(model, function)`."""
     import numpy as np
 
     from benchmarks import generation
@@ -104,7 +104,7 @@ def generation_step():
     token_ids = np.zeros((1, 512), "int32")
     token_ids[:, :128] = rng.integers(1, model.backbone.vocabulary_size, 128)
     inputs = {"token_ids": token_ids, "padding_mask": token_ids != 0}
-    return lambda: model.generate(inputs, stop_token_ids=None)
+    return model, lambda: model.generate(inputs, stop_token_ids=None)
 
 
 def reference_timer(row, workers, timm, repeats):

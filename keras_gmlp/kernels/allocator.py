@@ -35,19 +35,18 @@ def reuse_freed_memory():
     times, and runs faster; tf.data's threads keep their own arenas.
 
     The process keeps the memory it has freed until it exits, and Python
-    waits for each computation instead of queuing the next one. A step
-    runs on the calling thread only when its inputs are ready: the gMLP
-    tasks hand their steps batches already on the device
-    (`with_ready_inputs`); a step that runs elsewhere maps its buffer
-    afresh, besides the one kept (a gMLP-S/16 process at batch 32 then
-    holds two 3.3 GB buffers; with its batch ready, it peaks at 0.90x
-    timm's, `benchmarks/memory.py`). The `keras-gmlp` command and the
-    recipes call it before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0`
-    in the environment turns it off. Call it before JAX's first
-    computation: JAX reads the dispatch setting when it starts its CPU
-    client. Under TensorFlow (whose allocator keeps its memory) and torch
-    (27,000 faults a gMLP-Ti step at batch 32, 2 % of its time), and off
-    glibc, it does nothing.
+    waits for each computation instead of queuing the next one. A step runs
+    on the calling thread only when its inputs are ready: the gMLP tasks
+    hand their steps batches already on the device (`with_ready_inputs`); a
+    step that runs elsewhere maps its buffer afresh, besides the one kept (a
+    gMLP-S/16 `fit` at batch 32 then peaks at 8,314 MiB instead of 5,780,
+    `benchmarks/memory.py --kernels-without step_function
+    --fit-on-tf-data`). The `keras-gmlp` command and the recipes call it
+    before training; `KERAS_GMLP_REUSE_FREED_MEMORY=0` in the environment
+    turns it off. Call it before JAX's first computation: JAX reads the
+    dispatch setting when it starts its CPU client. Under TensorFlow (whose
+    allocator keeps its memory) and torch (27,000 faults a gMLP-Ti step at
+    batch 32, 2 % of its time), and off glibc, it does nothing.
 
     Returns:
         bool. Whether the settings were applied.
@@ -102,20 +101,20 @@ def keep_freed_memory_in_main_heap():
 def with_ready_inputs(step_function):
     """Makes a Keras JAX step function take its batch already on the device.
 
-    With JAX's asynchronous dispatch off (`reuse_freed_memory`), JAX runs
-    a computation on the calling thread only when its inputs are ready.
-    Keras hands a step numpy arrays, and JAX copies one of over 100 KiB
-    that does not start on a 64-byte boundary on one of its own threads
-    (Keras' copies of tf.data's tensors do not); the step then runs on
-    that thread, whose glibc arena cannot keep the step's buffer, and maps
-    and faults it afresh (20 to 50 % of the gMLP steps of a `fit` on
-    tf.data would, and a gMLP-S/16 process at batch 32 would hold two
-    3.3 GB buffers). The returned function copies each of the batch's numpy
-    arrays that is not aligned into one that is (`aligned`), which JAX
-    then uses in place, puts the arrays on the device, waits for them,
-    and calls `step_function`. With asynchronous dispatch on, it returns
-    `step_function` itself: waiting would only stop Python from queuing
-    the next step.
+    With JAX's asynchronous dispatch off (`reuse_freed_memory`), JAX runs a
+    computation on the calling thread only when its inputs are ready. Keras
+    hands a step numpy arrays, and JAX copies one of over 100 KiB that does
+    not start on a 64-byte boundary on one of its own threads (Keras' copies
+    of tf.data's tensors do not); the step then runs on that thread, whose
+    glibc arena cannot keep the step's buffer, and maps and faults it afresh
+    (20 to 50 % of the gMLP steps of a `fit` on tf.data would; a gMLP-S/16
+    `fit` at batch 32 peaks 1.44x higher so, `benchmarks/memory.py
+    --kernels-without step_function`). The returned function copies each of
+    the batch's numpy arrays that is not aligned into one that is
+    (`aligned`), which JAX then uses in place, puts the arrays on the
+    device, waits for them, and calls `step_function`. With asynchronous
+    dispatch on, it returns `step_function` itself: waiting would only stop
+    Python from queuing the next step.
 
     Args:
         step_function: the Keras JAX trainer's `train_function`,

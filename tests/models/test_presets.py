@@ -28,7 +28,7 @@ def test_image_preset_parameter_counts_are_exact(preset):
     assert model.count_params() == IMAGE_PARAMETERS[preset]
 
 
-@pytest.mark.one_backend("tensorflow")
+@pytest.mark.one_backend("torch")  # builds 316M parameters in 2 s, TF in 45
 @pytest.mark.parametrize("preset", sorted(TEXT_PARAMETERS))
 def test_text_preset_parameter_counts_within_one_percent(preset):
     count = models.masked_lm(preset).count_params()
