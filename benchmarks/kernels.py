@@ -14,7 +14,10 @@ one model is built per variant, with the same weights:
 
 Each variant is traced (JAX, TensorFlow) or run (torch) under its own
 mode; the steps are timed in interleaved rounds (`common.alternate`), in
-a process set up as the `keras-gmlp` command sets up a training job.
+a process set up as the `keras-gmlp` command sets up a training job
+(`--process training`, the default) or, as a program that only generates
+would run, without the training job's process settings (`--process
+plain`).
 `x_reference` is the reference's median step time over the variant's.
 
 Usage:
@@ -146,6 +149,12 @@ def parse_args(argv=None):
     parser.add_argument("--vocabulary-size", type=int, default=8192)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--target-seconds", type=float, default=1.0)
+    parser.add_argument(
+        "--process",
+        choices=["training", "plain"],
+        default="training",
+        help="with or without configure_training_process()",
+    )
     parser.add_argument("--name", default="kernels")
     return parser.parse_args(argv)
 
@@ -156,9 +165,10 @@ def main(argv=None):
     import keras_gmlp
 
     keras_gmlp.set_backend_environment()
-    from keras_gmlp.kernels import configure_training_process
+    if args.process == "training":
+        from keras_gmlp.kernels import configure_training_process
 
-    configure_training_process()
+        configure_training_process()
     report = {**common.header(), "arguments": vars(args), "rows": []}
     print(common.describe(report), flush=True)
     for row in args.rows:

@@ -1,7 +1,8 @@
-"""Kernels of the decoding operations under eager torch:
+"""Kernels of the decoding operations: under eager torch,
 `"gmlp_block_with_cache"` (`GMLPBlock.call_with_cache`, one token at a
 time) and `"causal_lm_with_cache"` (`GMLPCausalLM.call_with_cache`: the
-embedding, the blocks, the final norm and the tied output projection).
+embedding, the blocks, the final norm and the tied output projection);
+under TensorFlow, `"generate_function"` (`generate` as one XLA function).
 
 The same outputs and cache as `GMLPBlock.reference_call_with_cache`, up to
 float rounding, computed so:
@@ -121,3 +122,26 @@ def decoded_row(unit, cache, index):
     seen = cache[:, : index + 1]
     mixed = row.to(cache.dtype) @ seen + unit.bias.value[index].to(cache.dtype)
     return mixed[:, None]
+
+
+def tensorflow_generate_function(causal_lm):
+    """keras-hub's `generate_step` as one XLA function.
+
+    Keras resolves `jit_compile="auto"` to no XLA for TensorFlow on a
+    CPU, so keras-hub's `generate` runs a graph of TensorFlow's kernels:
+    compiled by XLA, `gmlp_tiny` generates 2.6x as fast, the same greedy
+    tokens (`benchmarks/kernels.py --rows generate`). `NotImplemented`
+    (keras-hub's function) for a model compiled with `jit_compile` given,
+    run eagerly or under a distribution strategy, where Keras also leaves
+    XLA off.
+    """
+    import tensorflow as tf
+
+    if (
+        getattr(causal_lm, "_jit_compile_requested", None) != "auto"
+        or causal_lm.run_eagerly
+        or causal_lm.jit_compile
+        or getattr(causal_lm, "_distribute_strategy", None) is not None
+    ):
+        return NotImplemented
+    return tf.function(causal_lm.generate_step, jit_compile=True)

@@ -45,6 +45,11 @@ KERNELS = {
     "causal_lm_with_cache": {
         "torch": "keras_gmlp.kernels.decoding:torch_causal_lm_with_cache",
     },
+    "generate_function": {
+        "tensorflow": (
+            "keras_gmlp.kernels.decoding:tensorflow_generate_function"
+        ),
+    },
     "toeplitz_matrix": {
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
     },

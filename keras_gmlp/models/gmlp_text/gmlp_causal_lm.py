@@ -187,6 +187,15 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
         logits = self.backbone.token_embedding(hidden, reverse=True)
         return logits, hidden, cache
 
+    def make_generate_function(self):
+        """keras-hub's compiled `generate_step`, through the
+        `"generate_function"` operation of `keras_gmlp.kernels`."""
+        if self.generate_function is None:
+            self.generate_function = kernels.dispatch(
+                "generate_function", CausalLM.make_generate_function, self
+            )
+        return self.generate_function
+
     def _build_cache(self, token_ids):
         """Runs the prompt buffer `(batch, max_length)` through the causal
         pass and returns its hidden states and the filled cache."""
