@@ -1,24 +1,21 @@
-"""Kernels of the decoding operations: under eager torch,
-`"gmlp_block_with_cache"` (`GMLPBlock.call_with_cache`, one token at a
-time) and `"causal_lm_with_cache"` (`GMLPCausalLM.call_with_cache`: the
-embedding, the blocks, the final norm and the tied output projection);
-under TensorFlow, `"generate_function"` (`generate` as one XLA function).
+"""Kernels of the decoding operations, each computing its reference's
+outputs and cache up to float rounding:
 
-The same outputs and cache as `GMLPBlock.reference_call_with_cache`, up to
-float rounding, computed so:
-
-- the sublayers are called through `direct_call`: under eager torch
-  `Layer.__call__`'s bookkeeping costs more than a decoded token's
-  computation in a `(1, 1, 128)` Dense or LayerNormalization, and the
-  block calls 4 sublayers a token;
-- the decoded token's row of the spatial weights spans the `i + 1`
-  positions it sees (`decoded_row`): the eager loop's shapes may change
-  from token to token, where a compiled loop needs `max_length` entries,
-  those after `i` zero.
-
-`gmlp_tiny` generates 384 tokens 1.74x as fast so under torch as with
-the reference (`benchmarks/versions.py --rows generate` against a checkout
-without this kernel, `versions_xeon_torch_decoding.json`).
+- `"gmlp_block_with_cache"` (torch, outside autograd):
+  `GMLPBlock.call_with_cache` of one token, the sublayers called through
+  `direct_call` (under eager torch `Layer.__call__`'s bookkeeping costs
+  more than a decoded token's `(1, 1, 128)` Dense or LayerNormalization,
+  and the block calls 4 sublayers a token) and the token's row of the
+  spatial weights spanning the `i + 1` positions it sees (`decoded_row`;
+  a compiled loop needs `max_length` entries, those after `i` zero).
+  `gmlp_tiny` generates 384 tokens 1.74x as fast so
+  (`benchmarks/versions.py --rows generate` against a checkout without
+  it, `versions_xeon_torch_decoding.json`).
+- `"causal_lm_with_cache"` (torch, outside autograd):
+  `GMLPCausalLM.call_with_cache`, the embedding, the final norm and the
+  tied output projection through `direct_call`: 1.10x
+  (`benchmarks/kernels.py --rows generate`).
+- `"generate_function"` (TensorFlow): `generate` as one XLA function.
 """
 
 import numbers
@@ -129,8 +126,9 @@ def tensorflow_generate_function(causal_lm):
 
     Keras resolves `jit_compile="auto"` to no XLA for TensorFlow on a
     CPU, so keras-hub's `generate` runs a graph of TensorFlow's kernels:
-    compiled by XLA, `gmlp_tiny` generates 2.6x as fast, the same greedy
-    tokens (`benchmarks/kernels.py --rows generate`). `NotImplemented`
+    compiled by XLA, `gmlp_tiny` generates 2.4x as fast, the same greedy
+    tokens (`benchmarks/kernels.py --rows generate --process plain`; 1.2x
+    to 1.6x in a process set up for training). `NotImplemented`
     (keras-hub's function) for a model compiled with `jit_compile` given,
     run eagerly or under a distribution strategy, where Keras also leaves
     XLA off.
