@@ -82,9 +82,9 @@ def keras_measurement(args):
     common.configure_threads(args.threads, args.share_cores)
     import keras
 
-    from keras_gmlp.kernels import registry
-
     if args.kernels_without:
+        from keras_gmlp.kernels import registry
+
         operations = set(registry.KERNELS) - set(args.kernels_without)
         registry.configure("auto", operations=operations)
 
