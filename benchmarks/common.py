@@ -276,6 +276,22 @@ def describe(run):
     )
 
 
+def checkout_folder(path):
+    """`path` made absolute, for a folder holding a `keras_gmlp` package.
+
+    A missing folder on `PYTHONPATH` is skipped, so a worker given one
+    would import this checkout's `keras_gmlp` and compare it with itself:
+    anything else is a `SystemExit` naming the path.
+    """
+    path = os.path.abspath(path)
+    if not os.path.isfile(os.path.join(path, "keras_gmlp", "__init__.py")):
+        raise SystemExit(
+            f"Received --baseline {path}; expected a checkout folder holding "
+            f"keras_gmlp/ (git worktree add {path} <commit>)."
+        )
+    return path
+
+
 def write_results(name, report):
     """Writes `report`, plus the load average at its end, to
     `benchmarks/results/<name>.json`; returns the path.

@@ -243,6 +243,8 @@ def main():
     if args.measure:
         keras_measurement(args)
         return
+    if args.baseline:
+        args.baseline = common.checkout_folder(args.baseline)
 
     rows = []
     for model in args.models:

@@ -157,6 +157,12 @@ def measure(backend, args):
     try:
         for row in args.rows:
             built = {v: w.ask("build", row=row) for v, w in workers.items()}
+            package = built["baseline"].get("package", "")
+            if not package.startswith(os.path.join(args.baseline, "")):
+                raise SystemExit(
+                    f"The baseline worker imported keras_gmlp from "
+                    f"{package}; expected it from {args.baseline}."
+                )
             reference = None
             if args.references:
                 reference = reference_timer(row, workers, timm, args.repeats)
@@ -248,6 +254,7 @@ def main(argv=None):
         return worker(args.batch_size, args.batch_tokens)
     if not args.baseline:
         raise SystemExit("Received no --baseline; expected a checkout folder.")
+    args.baseline = common.checkout_folder(args.baseline)
     report = {**common.header(with_backend=False), "arguments": vars(args)}
     print(common.describe({**report, "backend": "all"}), flush=True)
     report["rows"] = [

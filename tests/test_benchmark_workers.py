@@ -147,3 +147,38 @@ def test_versions_rows_compare_each_checkout_with_the_reference():
         "this_x_reference": 1.5,
         "baseline_x_reference": 0.75,
     }
+
+
+def test_versions_refuses_a_baseline_that_is_not_a_checkout(
+    tmp_path, monkeypatch
+):
+    # A missing folder on PYTHONPATH is skipped: the "baseline" workers
+    # would import this checkout's keras_gmlp and compare it with itself.
+    from benchmarks import versions
+
+    measured = []
+    monkeypatch.setattr(
+        versions, "measure", lambda backend, args: measured.append(backend)
+    )
+    monkeypatch.setattr(versions.common, "write_results", lambda *a: "")
+    for baseline in (tmp_path / "missing", tmp_path):
+        with pytest.raises(SystemExit, match="expected a checkout folder"):
+            versions.main(["--baseline", str(baseline), "--backends", "jax"])
+    assert measured == []
+
+
+def test_memory_refuses_a_baseline_that_is_not_a_checkout(
+    tmp_path, monkeypatch
+):
+    from benchmarks import memory
+
+    monkeypatch.setattr(memory.common, "run_json", lambda *a: {})
+    monkeypatch.setattr(memory.common, "write_results", lambda *a: "")
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        ["memory.py", "--baseline", str(tmp_path / "missing")]
+        + ["--backends", "torch", "--timm-python", "none"],
+    )
+    with pytest.raises(SystemExit, match="expected a checkout folder"):
+        memory.main()
