@@ -63,6 +63,7 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 KERNEL_OPERATIONS = (
     "batch_chains",
     "causal_lm_with_cache",
+    "embedding_logits",
     "generate_function",
     "gmlp_block",
     "gmlp_block_with_cache",

@@ -66,12 +66,13 @@ def gmlp_block(block, inputs, padding_mask=None, training=None):
 
 
 def torch_gmlp_block(block, inputs, padding_mask=None, training=None):
-    """`gmlp_block` under torch, outside training only (while gradients
-    are recorded the reference path trains as fast: 0.91-0.97x with this
-    kernel, `benchmarks/kernels.py`)."""
+    """`gmlp_block` under torch; while gradients are recorded, on an AMD CPU
+    only (`cpu_features.is_amd`), where its products and their gradients
+    run on oneDNN (`torch_linear`). On an Intel CPU the reference path
+    trains as fast (0.91-0.97x with this kernel, `benchmarks/kernels.py`)."""
     import torch
 
-    if torch.is_grad_enabled():
+    if torch.is_grad_enabled() and not cpu_features.is_amd():
         return NotImplemented
     return gmlp_block(block, inputs, padding_mask, training)
 

@@ -54,6 +54,65 @@ def test_kernel_equals_the_reference(name, policy, training, rng, kernel_mode):
         np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
 
 
+@pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch's block kernel"
+)
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["dense", "amlp_causal"])
+def test_torch_kernel_trains_on_amd_only(
+    name, policy, amd, rng, kernel_mode, monkeypatch
+):
+    from keras_gmlp.kernels import gmlp_block
+
+    taken = []
+    monkeypatch.setattr(
+        gmlp_block,
+        "gmlp_block",
+        lambda *args: taken.append(1) or NotImplemented,
+    )
+    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
+    x = rng.normal(size=(3, 12, 16)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    outputs_and_gradients(block, x, cotangent, True, "on")
+    # While gradients are recorded the kernel runs on an AMD CPU only.
+    assert bool(taken) == amd
+
+
+@pytest.mark.skipif(
+    keras.config.backend() != "torch", reason="torch's block kernel"
+)
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("name", ["dense", "toeplitz_causal", "amlp"])
+def test_torch_kernel_on_amd_trains_as_the_reference(
+    name, policy, amd, rng, kernel_mode, monkeypatch
+):
+    from keras_gmlp.kernels import torch_linear
+
+    onednn_calls = []
+    onednn = torch_linear._onednn
+    monkeypatch.setattr(
+        torch_linear,
+        "_onednn",
+        lambda *args: onednn_calls.append(1) or onednn(*args),
+    )
+    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
+    x = rng.normal(size=(3, 12, 16)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    reference = outputs_and_gradients(block, x, cotangent, True, "off")
+    assert not onednn_calls
+    kernel = outputs_and_gradients(block, x, cotangent, True, "on")
+    # float32 products and their gradients on oneDNN, on an AMD CPU only.
+    assert bool(onednn_calls) == (amd and policy == "float32")
+    tolerance = 2e-5 if policy == "float32" else 3e-2
+    for got, want in zip(kernel, reference, strict=True):
+        scale = max(np.abs(want).max(), 1e-3)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tolerance * scale)
+
+
 @pytest.mark.one_backend("tensorflow")
 def test_remat_scope_block_equals_the_reference(rng, kernel_mode):
     with keras.RematScope(mode="activations"):

@@ -1,5 +1,5 @@
-"""`keras_gmlp.kernels.torch_linear`: the float32 products on oneDNN
-against numpy, and where they are taken."""
+"""`keras_gmlp.kernels.torch_linear`: the float32 linear on oneDNN against
+numpy, and where it is taken."""
 
 import keras
 import numpy as np
@@ -14,30 +14,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def onednn_calls(monkeypatch):
-    """The shapes of the products `torch_linear` hands to oneDNN, with
-    autograd off (as the torch block kernel runs)."""
+def leaf(rng, shape, dtype="float32"):
     import torch
 
-    from keras_gmlp.kernels import torch_linear
-
-    calls = []
-    original = torch_linear._onednn
-
-    def counted(a, b, bias=None):
-        calls.append((tuple(a.shape), tuple(b.shape)))
-        return original(a, b, bias)
-
-    monkeypatch.setattr(torch_linear, "_onednn", counted)
-    with torch.no_grad():
-        yield calls
-
-
-def tensor(rng, shape, dtype="float32"):
-    import torch
-
-    return torch.tensor(rng.normal(size=shape), dtype=getattr(torch, dtype))
+    values = torch.tensor(rng.normal(size=shape), dtype=getattr(torch, dtype))
+    return values.requires_grad_()
 
 
 def wide(tensor):
@@ -46,60 +27,90 @@ def wide(tensor):
 
 @pytest.mark.parametrize("use_bias", [True, False])
 @pytest.mark.parametrize("shape", [(4,), (3, 5), (2, 4, 5), (2, 3, 4, 5)])
-def test_linear_matches_numpy(shape, use_bias, amd, rng, onednn_calls):
+def test_linear_and_its_gradients_match_numpy(shape, use_bias, amd, rng):
+    import torch
+
     from keras_gmlp.kernels.torch_linear import linear
 
-    x, weight = tensor(rng, shape), tensor(rng, (6, shape[-1]))
-    bias = tensor(rng, (6,)) if use_bias else None
+    x, weight = leaf(rng, shape), leaf(rng, (6, shape[-1]))
+    bias = leaf(rng, (6,)) if use_bias else None
     outputs = linear(x, weight, bias)
-    assert bool(onednn_calls) == amd
+    upstream = torch.tensor(rng.normal(size=outputs.shape), dtype=torch.float32)
+    leaves = [x, weight] + ([bias] if use_bias else [])
+    got = torch.autograd.grad(outputs, leaves, upstream)
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
+    rows = wide(x).reshape(-1, shape[-1])
+    by_rows = wide(upstream).reshape(-1, 6)
     expected = wide(x) @ wide(weight).T
     if use_bias:
         expected = expected + wide(bias)
-    assert outputs.shape == expected.shape
+    want = [(by_rows @ wide(weight)).reshape(shape), by_rows.T @ rows]
+    if use_bias:
+        want.append(by_rows.sum(axis=0))
     np.testing.assert_allclose(wide(outputs), expected, rtol=1e-5, atol=1e-5)
+    for value, reference in zip(got, want, strict=True):
+        assert value.shape == reference.shape
+        np.testing.assert_allclose(wide(value), reference, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("inputs, outputs", [(5, 6), (6, 5)])
+def test_gradient_helpers_match_numpy(inputs, outputs, amd, rng):
+    from keras_gmlp.kernels.torch_linear import input_gradient
+    from keras_gmlp.kernels.torch_linear import weight_gradient
+
+    upstream, weight, x = (
+        leaf(rng, (2, 7, outputs)),
+        leaf(rng, (outputs, inputs)),
+        leaf(rng, (14, inputs)),
+    )
+    np.testing.assert_allclose(
+        wide(input_gradient(upstream, weight)),
+        wide(upstream) @ wide(weight),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+    rows = upstream.reshape(-1, outputs)
+    np.testing.assert_allclose(
+        wide(weight_gradient(rows, x)),
+        wide(rows).T @ wide(x),
+        rtol=1e-5,
+        atol=1e-5,
+    )
 
 
 @pytest.mark.parametrize(
     "leading", [(), (3,), (2, 3)], ids=["no batch", "batch", "two axes"]
 )
 @pytest.mark.parametrize("tokens", [(5, 5), (4, 6)], ids=["square", "wide"])
-def test_token_product_matches_numpy(tokens, leading, amd, rng, onednn_calls):
+def test_token_product_and_its_gradients_match_numpy(tokens, leading, amd, rng):
+    import torch
+
     from keras_gmlp.kernels.torch_linear import over_tokens
 
     (n, m), c = tokens, 7
-    weight, x = tensor(rng, (n, m)), tensor(rng, (*leading, m, c))
+    weight, x = leaf(rng, (n, m)), leaf(rng, (*leading, m, c))
     outputs = over_tokens(weight, x)
-    assert bool(onednn_calls) == amd
+    upstream = torch.tensor(rng.normal(size=outputs.shape), dtype=torch.float32)
+    by_weight, by_x = torch.autograd.grad(outputs, (weight, x), upstream)
+    assert ("OneDnnTokenProduct" in type(outputs.grad_fn).__name__) == amd
     expected = np.einsum("nm,...mc->...nc", wide(weight), wide(x))
-    assert outputs.shape == expected.shape
-    np.testing.assert_allclose(wide(outputs), expected, rtol=1e-5, atol=1e-5)
-
-
-def test_products_recorded_by_autograd_take_torchs_own(amd, rng):
-    import torch
-
-    from keras_gmlp.kernels.torch_linear import linear
-    from keras_gmlp.kernels.torch_linear import over_tokens
-
-    x = tensor(rng, (3, 4, 5)).requires_grad_()
-    weight = tensor(rng, (6, 5)).requires_grad_()
-    outputs = linear(x, weight)
-    mixed = over_tokens(tensor(rng, (4, 4)), x)
-    by_x, by_weight = torch.autograd.grad(outputs.sum(), (x, weight))
-    np.testing.assert_allclose(
-        wide(by_x), np.tile(wide(weight).sum(0), (3, 4, 1)), rtol=1e-5
+    want_weight = np.einsum(
+        "bnc,bmc->nm",
+        wide(upstream).reshape(-1, n, c),
+        wide(x).reshape(-1, m, c),
     )
-    np.testing.assert_allclose(
-        wide(by_weight),
-        np.tile(wide(x).reshape(-1, 5).sum(0), (6, 1)),
-        rtol=1e-5,
-    )
-    assert mixed.requires_grad
+    want_x = np.einsum("nm,...nc->...mc", wide(weight), wide(upstream))
+    for value, reference in [
+        (outputs, expected),
+        (by_weight, want_weight),
+        (by_x, want_x),
+    ]:
+        assert value.shape == reference.shape
+        np.testing.assert_allclose(wide(value), reference, rtol=1e-5, atol=1e-5)
 
 
 def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
-    monkeypatch, rng, onednn_calls
+    monkeypatch, rng
 ):
     from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
@@ -107,20 +118,22 @@ def test_token_products_too_small_or_not_float32_take_the_batched_matmul(
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     monkeypatch.setattr(cpu_features, "cpu_family", lambda: 26)
-    weight = tensor(rng, (64, 64))
+    weight = leaf(rng, (64, 64))
     channels = MIN_MULTIPLY_ADDS // (64 * 64 * 4)
-    over_tokens(weight, tensor(rng, (4, 64, channels - 1)))
-    assert not onednn_calls
-    over_tokens(weight, tensor(rng, (4, 64, channels)))
-    assert len(onednn_calls) == 1
-    x = tensor(rng, (4, 64, channels), "bfloat16")
-    over_tokens(weight.to(x.dtype), x)
-    assert len(onednn_calls) == 1
+    taken = {
+        count: type(over_tokens(weight, leaf(rng, (4, 64, count))).grad_fn)
+        for count in (channels - 1, channels)
+    }
+    assert "OneDnnTokenProduct" not in taken[channels - 1].__name__
+    assert "OneDnnTokenProduct" in taken[channels].__name__
+    weight, x = leaf(rng, (64, 64), "bfloat16"), leaf(rng, (4, 64, channels))
+    halves = over_tokens(weight, x.to(weight.dtype))
+    assert "OneDnnTokenProduct" not in type(halves.grad_fn).__name__
 
 
 @pytest.mark.parametrize("family", [25, 26, 27])
 def test_token_products_take_onednn_from_amds_family_26(
-    family, monkeypatch, rng, onednn_calls
+    family, monkeypatch, rng
 ):
     # Family 25 (Zen 4): MKL's batched product is as fast, without the
     # rows' copies. Its linear products still take oneDNN.
@@ -131,104 +144,174 @@ def test_token_products_take_onednn_from_amds_family_26(
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
     monkeypatch.setattr(cpu_features, "cpu_family", lambda: family)
-    weight = tensor(rng, (64, 64))
-    over_tokens(
-        weight, tensor(rng, (4, 64, MIN_MULTIPLY_ADDS // (64 * 64 * 4)))
-    )
-    assert len(onednn_calls) == (family >= 26)
-    linear(tensor(rng, (MIN_MULTIPLY_ADDS // 64, 64)), weight)
-    assert len(onednn_calls) == (family >= 26) + 1
+    weight = leaf(rng, (64, 64))
+    x = leaf(rng, (4, 64, MIN_MULTIPLY_ADDS // (64 * 64 * 4)))
+    taken = type(over_tokens(weight, x).grad_fn).__name__
+    assert ("OneDnnTokenProduct" in taken) == (family >= 26)
+    rows = leaf(rng, (MIN_MULTIPLY_ADDS // 64, 64))
+    assert "OneDnnLinear" in type(linear(rows, weight).grad_fn).__name__
 
 
-def test_products_too_small_for_onednn_take_torchs_linear(
-    monkeypatch, rng, onednn_calls
-):
+def test_products_too_small_for_onednn_take_torchs_linear(monkeypatch, rng):
     from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_MULTIPLY_ADDS
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
-    weight = tensor(rng, (64, 64))
+    weight = leaf(rng, (64, 64))
     rows = MIN_MULTIPLY_ADDS // (64 * 64)
-    linear(tensor(rng, (rows - 1, 64)), weight)
-    assert not onednn_calls
-    linear(tensor(rng, (rows, 64)), weight)
-    assert len(onednn_calls) == 1
+    taken = {
+        count: type(linear(leaf(rng, (count, 64)), weight).grad_fn).__name__
+        for count in (rows - 1, rows)
+    }
+    assert "OneDnnLinear" not in taken[rows - 1]
+    assert "OneDnnLinear" in taken[rows]
 
 
-def test_a_few_rows_by_a_large_weight_take_onednn(
-    monkeypatch, rng, onednn_calls
-):
+def test_a_few_rows_by_a_large_weight_take_onednn(monkeypatch, rng):
     """A decoded token's logits, one row by a vocabulary's weight, are
     bound by reading the weight: oneDNN reads it on every thread."""
+    import torch
+
     from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import MIN_WEIGHT_ELEMENTS
+    from keras_gmlp.kernels.torch_linear import input_gradient
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
-    row = tensor(rng, (1, 1, 128))
+    row = leaf(rng, (1, 1, 128))
+    taken = {}
     for outputs in (MIN_WEIGHT_ELEMENTS // 128 - 1, MIN_WEIGHT_ELEMENTS // 128):
-        weight = tensor(rng, (outputs, 128))
+        weight = leaf(rng, (outputs, 128))
         logits = linear(row, weight)
+        taken[outputs] = type(logits.grad_fn).__name__
         expected = wide(row) @ wide(weight).T
         np.testing.assert_allclose(wide(logits), expected, rtol=1e-5, atol=1e-4)
-        assert len(onednn_calls) == (outputs == MIN_WEIGHT_ELEMENTS // 128)
+    assert "OneDnnLinear" not in taken[MIN_WEIGHT_ELEMENTS // 128 - 1]
+    assert "OneDnnLinear" in taken[MIN_WEIGHT_ELEMENTS // 128]
     # No rows: torch's own linear, whatever the weight.
-    empty = linear(tensor(rng, (0, 128)), weight)
-    assert len(onednn_calls) == 1
+    empty = linear(leaf(rng, (0, 128)), weight)
+    assert "OneDnnLinear" not in type(empty.grad_fn).__name__
     assert tuple(empty.shape) == (0, outputs)
+    # Its input gradient reads the same weight.
+    upstream = torch.tensor(rng.normal(size=(1, outputs)), dtype=torch.float32)
+    np.testing.assert_allclose(
+        wide(input_gradient(upstream, weight)),
+        wide(upstream) @ wide(weight),
+        rtol=1e-5,
+        atol=1e-4,
+    )
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float64"])
-def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng, onednn_calls):
+def test_other_dtypes_take_torchs_linear(dtype, monkeypatch, rng):
     from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
-    x, weight = tensor(rng, (3, 4), dtype), tensor(rng, (2, 4), dtype)
+    x, weight = leaf(rng, (3, 4), dtype), leaf(rng, (2, 4), dtype)
     outputs = linear(x, weight)
-    assert not onednn_calls
+    assert "OneDnnLinear" not in type(outputs.grad_fn).__name__
     assert outputs.dtype == x.dtype
 
 
-def test_exports_and_empty_batches_take_torchs_linear(
-    monkeypatch, rng, onednn_calls
-):
+def test_exports_and_empty_batches_take_torchs_linear(monkeypatch, rng):
     from keras_gmlp.kernels import cpu_features
     from keras_gmlp.kernels.torch_linear import linear
 
     monkeypatch.setattr(cpu_features, "is_amd", lambda: True)
-    x, weight = tensor(rng, (3, 4)), tensor(rng, (2, 4))
+    x, weight = leaf(rng, (3, 4)), leaf(rng, (2, 4))
     with reference_only():
-        linear(x, weight)
-    empty = linear(tensor(rng, (0, 4)), weight)
+        outputs = linear(x, weight)
+    assert "OneDnnLinear" not in type(outputs.grad_fn).__name__
+    empty = linear(leaf(rng, (0, 4)), weight)
     assert tuple(empty.shape) == (0, 2)
-    assert not onednn_calls
+    assert "OneDnnLinear" not in type(empty.grad_fn).__name__
 
 
-def test_dense_call_takes_it(amd, rng, onednn_calls):
+def test_dense_call_takes_it_and_trains_the_same(amd, rng):
+    import torch
+
     layer = keras.layers.Dense(6)
     layer.build((2, 3, 5))
     for weight in layer.weights:
         weight.assign(rng.normal(size=weight.shape))
-    x = tensor(rng, (2, 3, 5))
+    x = leaf(rng, (2, 3, 5))
     outputs = direct_call(layer, x, method=dense_call)
-    assert bool(onednn_calls) == amd
-    expected = wide(x) @ keras.ops.convert_to_numpy(layer.kernel) + (
-        keras.ops.convert_to_numpy(layer.bias)
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
+    upstream = torch.tensor(rng.normal(size=(2, 3, 6)), dtype=torch.float32)
+    by_kernel, by_bias = torch.autograd.grad(
+        outputs, [layer.kernel.value, layer.bias.value], upstream
     )
-    np.testing.assert_allclose(wide(outputs), expected, rtol=1e-5, atol=1e-5)
+    rows, by_rows = wide(x).reshape(-1, 5), wide(upstream).reshape(-1, 6)
+    np.testing.assert_allclose(
+        wide(by_kernel), rows.T @ by_rows, rtol=1e-5, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        wide(by_bias), by_rows.sum(axis=0), rtol=1e-5, atol=1e-5
+    )
 
 
-def test_the_package_matmul_takes_it(amd, rng, onednn_calls):
+def test_the_package_matmul_takes_it(amd, rng):
     from keras_gmlp.kernels.matmul import matmul
 
-    x, y = tensor(rng, (2, 3, 5)), tensor(rng, (5, 4))
+    x, y = leaf(rng, (2, 3, 5)), leaf(rng, (5, 4))
     outputs = matmul(x, y)
-    assert len(onednn_calls) == amd
+    assert ("OneDnnLinear" in type(outputs.grad_fn).__name__) == amd
     np.testing.assert_allclose(
         wide(outputs), wide(x) @ wide(y), rtol=1e-5, atol=1e-5
     )
     # Operands of two dtypes: Keras' matmul, which promotes them.
-    matmul(x, tensor(rng, (5, 4), "float64"))
-    assert len(onednn_calls) == amd
+    mixed = matmul(x, leaf(rng, (5, 4), "float64"))
+    assert "OneDnnLinear" not in type(mixed.grad_fn).__name__
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+@pytest.mark.parametrize("shape", [(7, 16), (2, 5, 16)])
+def test_embedding_logits_and_gradients_equal_the_reference(
+    shape, policy, amd, rng, kernel_mode
+):
+    import torch
+
+    from keras_gmlp.layers import TiedEmbedding
+
+    layer = TiedEmbedding(24, 16, dtype=policy)
+    layer.build((None,))
+    layer.embeddings.assign(rng.normal(size=(24, 16)))
+    x = rng.normal(size=shape).astype("float32")
+    upstream = torch.tensor(rng.normal(size=(*shape[:-1], 24)))
+    found = {}
+    for mode in ("off", "on"):
+        kernel_mode(mode)
+        inputs = torch.tensor(x, dtype=getattr(torch, layer.compute_dtype))
+        inputs.requires_grad_()
+        logits = layer(inputs, reverse=True)
+        taken = "OneDnnLinear" in type(logits.grad_fn).__name__
+        found[mode] = [
+            logits,
+            *torch.autograd.grad(
+                logits, [inputs, layer.embeddings.value], upstream.to(logits)
+            ),
+        ]
+    # The kernel takes float32 logits on an AMD CPU; else the reference.
+    assert taken == (amd and policy == "float32")
+    for got, want in zip(found["on"], found["off"], strict=True):
+        want = wide(want)
+        tolerance = 1e-5 if policy == "float32" else 2e-2
+        scale = max(np.abs(want).max(), 1.0)
+        np.testing.assert_allclose(wide(got), want, atol=tolerance * scale)
+    np.testing.assert_allclose(
+        wide(found["off"][0]),
+        x @ wide(layer.embeddings.value).T,
+        **({"atol": 1e-4} if policy == "float32" else {"atol": 0.2}),
+    )
+
+
+def test_embedding_logits_decline_symbolic_inputs():
+    from keras_gmlp.kernels.torch_linear import embedding_logits
+    from keras_gmlp.layers import TiedEmbedding
+
+    layer = TiedEmbedding(24, 16)
+    layer.build((None,))
+    symbolic = keras.KerasTensor((None, 5, 16))
+    assert embedding_logits(layer, symbolic) is NotImplemented
