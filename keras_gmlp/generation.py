@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_gmlp.kernels.decoding import owned_caches
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
 STRATEGIES = ("greedy", "top_k")
@@ -213,8 +214,8 @@ def _decoder(model):
 
 class _Decoder:
     """Incremental decoding with the blocks' caches, compiled on JAX and
-    TensorFlow (one compilation per buffer shape), under `no_grad` on
-    torch.
+    TensorFlow (one compilation per buffer shape), outside autograd on
+    torch, where the loop owns the caches.
 
     Args:
         model: a causal gMLP text model: a `GMLPCausalLM` or a functional
@@ -261,7 +262,7 @@ class _Decoder:
         """The cache after the causal pass over the buffer `tokens`."""
         batch, length = tokens.shape
         cache = tuple(block.empty_cache(batch, length) for block in self.blocks)
-        _, cache = _no_grad(
+        _, cache = _decoding(
             self._forward, tokens, cache, 0, self._padding_mask(tokens)
         )
         return cache
@@ -278,11 +279,13 @@ class _Decoder:
         return ops.convert_to_numpy(logits), cache
 
 
-def _no_grad(function, *args):
+def _decoding(function, *args):
+    """`function(*args)`, under torch outside autograd, the caches owned by
+    the decoding loop (`keras_gmlp.kernels.decoding.owned_caches`)."""
     if keras.config.backend() == "torch":
         import torch
 
-        with torch.no_grad():
+        with torch.no_grad(), owned_caches():
             return function(*args)
     return function(*args)
 
@@ -310,4 +313,4 @@ def _compile(function, model):
             return stateless([variable.value for variable in variables], *args)
 
         return run
-    return lambda *args: _no_grad(function, *args)
+    return lambda *args: _decoding(function, *args)

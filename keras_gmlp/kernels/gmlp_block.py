@@ -17,7 +17,9 @@ rounding), computed so:
   recomputing more for a block made under
   `keras.RematScope(mode="activations")`;
 - the token product is a batched product without layout copies
-  (`token_product`).
+  (`token_product`);
+- under torch on an AMD CPU the float32 products and their gradients run
+  on oneDNN, not MKL (`torch_linear`).
 """
 
 import functools

@@ -52,6 +52,7 @@ KERNELS = {
         "tensorflow": (
             "keras_gmlp.kernels.decoding:tensorflow_generate_function"
         ),
+        "torch": "keras_gmlp.kernels.decoding:torch_generate_function",
     },
     "toeplitz_matrix": {
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",

@@ -153,19 +153,21 @@ class OneDnnLinear(torch.autograd.Function):
 
 
 def embedding_logits(layer, inputs):
-    """`TiedEmbedding.logits(layer, inputs)`, `inputs @ embeddings.T`, by
-    `linear`, where it takes oneDNN; else `NotImplemented`.
+    """`TiedEmbedding.logits(layer, inputs)`, `inputs @ embeddings.T`, and
+    its gradients on oneDNN, in training where `takes_onednn` holds; else
+    `NotImplemented`.
 
-    The masked LM's and the causal LM's output logits, a product by a
-    `(vocabulary, hidden)` weight: `gmlp_tiny`'s masked LM at 128 tokens
-    trains 1.11x as fast so on a family-26 AMD EPYC
-    (`benchmarks/kernels.py`).
+    The masked LM's output logits, a product by a `(vocabulary, hidden)`
+    weight: `gmlp_tiny`'s masked LM at 128 and 512 tokens trains 1.10x and
+    1.08x as fast so on a family-26 AMD EPYC (`benchmarks/kernels.py`,
+    `kernels_mlm_embedding_logits_epyc26_torch.json`). Decoding keeps the
+    reference (0.97x with it).
 
     Args:
         layer: a built `keras_gmlp.layers.TiedEmbedding`.
         inputs: torch tensor `(..., hidden)`.
     """
-    if not isinstance(inputs, torch.Tensor):
+    if not isinstance(inputs, torch.Tensor) or not torch.is_grad_enabled():
         return NotImplemented
     weight = keras.ops.cast(layer.embeddings, inputs.dtype)
     multiply_adds = inputs.numel() * weight.shape[0]

@@ -150,3 +150,62 @@ def test_causal_lm_kernel_declines_under_autograd(rng):
     assert (
         torch_causal_lm_with_cache(model, token_ids, cache, 0) is NotImplemented
     )
+
+
+@pytest.mark.parametrize("owned", [False, True])
+def test_kernel_writes_in_place_only_within_owned_caches(owned, rng):
+    import torch
+
+    from keras_gmlp.kernels.decoding import owned_caches
+    from keras_gmlp.kernels.decoding import torch_gmlp_block_with_cache
+
+    block = GMLPBlock(ffn_dim=48, sequence_length=10, causal=True)
+    block.build((1, 10, 16))
+    randomize_weights(block, rng)
+    x = keras.ops.convert_to_tensor(rng.normal(size=(1, 1, 16)), "float32")
+    given = block.empty_cache(1, 10)
+    with torch.no_grad():
+        want = block.reference_call_with_cache(x, dict(given), 3)
+        with owned_caches() if owned else torch.no_grad():
+            got = torch_gmlp_block_with_cache(block, x, given, 3)
+    for output, expected in zip(
+        keras.tree.flatten(got), keras.tree.flatten(want), strict=True
+    ):
+        np.testing.assert_allclose(
+            as_numpy(output), as_numpy(expected), rtol=1e-5, atol=1e-5
+        )
+    # The given cache is the returned one within `owned_caches()`, and
+    # never changed outside it.
+    written = got[1]["spatial_gating_unit"]
+    assert (written is given["spatial_gating_unit"]) == owned
+    assert bool(as_numpy(given["spatial_gating_unit"]).any()) == owned
+
+
+@pytest.mark.parametrize("name", ["gmlp-toeplitz", "amlp-dense"])
+def test_generate_function_owns_the_caches(name, kernel_mode, monkeypatch):
+    from keras_gmlp.kernels import decoding
+    from tests.models.test_decoding_cache import CONFIGS
+    from tests.models.test_decoding_cache import causal_lm
+    from tests.models.test_decoding_cache import prompts
+
+    model = causal_lm(CONFIGS[name])
+    model.compile(sampler="greedy")
+    owned = []
+    decode_block = decoding.torch_gmlp_block_with_cache
+
+    def spied(*args, **kwargs):
+        owned.append(decoding.owns_caches())
+        return decode_block(*args, **kwargs)
+
+    monkeypatch.setattr(decoding, "torch_gmlp_block_with_cache", spied)
+    monkeypatch.setattr(kernels.registry, "_loaded", {})
+    tokens = {}
+    for mode in ("off", "on"):
+        kernel_mode(mode)
+        model.generate_function = None
+        tokens[mode] = model.generate(prompts(), stop_token_ids=None)
+    np.testing.assert_array_equal(
+        tokens["on"]["token_ids"], tokens["off"]["token_ids"]
+    )
+    assert owned and all(owned)
+    assert not decoding.owns_caches()

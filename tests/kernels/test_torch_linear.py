@@ -307,7 +307,9 @@ def test_embedding_logits_and_gradients_equal_the_reference(
     )
 
 
-def test_embedding_logits_decline_symbolic_inputs():
+def test_embedding_logits_decline_symbolic_inputs_and_decoding(amd, rng):
+    import torch
+
     from keras_gmlp.kernels.torch_linear import embedding_logits
     from keras_gmlp.layers import TiedEmbedding
 
@@ -315,3 +317,5 @@ def test_embedding_logits_decline_symbolic_inputs():
     layer.build((None,))
     symbolic = keras.KerasTensor((None, 5, 16))
     assert embedding_logits(layer, symbolic) is NotImplemented
+    with torch.no_grad():
+        assert embedding_logits(layer, leaf(rng, (2, 16))) is NotImplemented

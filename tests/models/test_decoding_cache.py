@@ -110,8 +110,9 @@ def prompts():
             lambda: keras_hub.samplers.TopKSampler(k=4, seed=3),
             lambda: keras_hub.samplers.TopPSampler(p=0.9, seed=3),
             lambda: keras_hub.samplers.BeamSampler(num_beams=2),
+            lambda: keras_hub.samplers.ContrastiveSampler(k=3, alpha=0.6),
         ],
-        ids=["greedy", "top_k", "top_p", "beam"],
+        ids=["greedy", "top_k", "top_p", "beam", "contrastive"],
     ),
 )
 @pytest.mark.parametrize("name", ["gmlp-toeplitz", "amlp-dense"])
