@@ -30,7 +30,7 @@ def linear(x, weight, bias=None):
     (`benchmarks/vision.py`). Products of fewer than `MIN_MULTIPLY_ADDS`
     keep MKL, unless `weight` has at least `MIN_WEIGHT_ELEMENTS` (a
     product of a few rows is bound by reading the weight, which MKL does
-    on one thread: see there). The sums are float32's in another order.
+    on one thread). The sums are float32's in another order.
     An Intel CPU keeps MKL, fast there. Elsewhere it is
     `torch.nn.functional.linear`.
 
@@ -65,11 +65,9 @@ def takes_onednn(a, b, multiply_adds, bias=None, weight_elements=0):
     """Whether a product of `a` and `b` (`multiply_adds` of them, and
     `bias`; `b` a weight of `weight_elements`) runs on oneDNN: float32
     operands, at least `MIN_MULTIPLY_ADDS` or `MIN_WEIGHT_ELEMENTS`, on
-    an AMD CPU
-    (`keras_gmlp.kernels.cpu_features.is_amd`), with torch's oneDNN linear
-    available, outside `torch.compile`, `torch.export`, tracing and
-    `keras_gmlp.kernels.reference_only()` (which see the
-    plain op)."""
+    an AMD CPU (`keras_gmlp.kernels.cpu_features.is_amd`), with torch's
+    oneDNN linear available, outside `torch.compile`, tracing and
+    `keras_gmlp.kernels.reference_only()` (which see the plain op)."""
     return (
         a.dtype == torch.float32
         and b.dtype == torch.float32
