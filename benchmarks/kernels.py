@@ -3,7 +3,8 @@
 One process per backend (`KERAS_BACKEND`). For each row (gMLP-Ti/16 and
 gMLP-S/16 image classifiers, training and inference, the masked LM of the
 pretraining recipe at 128 and 512 tokens, training, and, asked for with
-`--rows generate`, the causal LM's `generate` as `versions.py` times it)
+`--rows generate`, the causal LM's `generate` as `versions.py` times it;
+`generate_amlp`, the same of `amlp_tiny`)
 one model is built per variant, with the same weights:
 
 - `reference`: `keras_gmlp.kernels.configure("off")`, the layers' plain
@@ -45,8 +46,12 @@ ROWS = {
     "mlm128_train": ("text", 128, True),
     "mlm512_train": ("text", 512, True),
 }
-# Asked for by name: `generate` of `gmlp_tiny` with the decoding cache.
-EXTRA_ROWS = {"generate": ("generate", "gmlp_tiny", False)}
+# Asked for by name: `generate` of `gmlp_tiny` (and of `amlp_tiny`) with
+# the decoding cache.
+EXTRA_ROWS = {
+    "generate": ("generate", "gmlp_tiny", False),
+    "generate_amlp": ("generate", "amlp_tiny", False),
+}
 
 
 def variants(operations):
@@ -100,7 +105,7 @@ def measure_row(row, args):
                 size, args.batch_tokens, args.vocabulary_size
             )
         else:
-            model, step = versions.generation_step()
+            model, step = versions.generation_step(size)
         if weights is None:
             weights = model.get_weights()
         model.set_weights(weights)

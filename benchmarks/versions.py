@@ -92,14 +92,14 @@ def worker(batch_size, batch_tokens):
     common.serve({"build": build, "run": run})
 
 
-def generation_step():
-    """`generate` of `gmlp_tiny` (512 tokens, spatial weights at a trained
+def generation_step(preset="gmlp_tiny"):
+    """`generate` of `preset` (512 tokens, spatial weights at a trained
     model's scale, greedy) from a 128-token prompt: `(model, function)`."""
     import numpy as np
 
     from benchmarks import generation
 
-    model = generation.build("gmlp_tiny", 512, "float32", seed=0)["cached"]
+    model = generation.build(preset, 512, "float32", seed=0)["cached"]
     rng = np.random.default_rng(0)
     token_ids = np.zeros((1, 512), "int32")
     token_ids[:, :128] = rng.integers(1, model.backbone.vocabulary_size, 128)

@@ -43,10 +43,11 @@ def owned_caches():
     another and never reads a cache it has passed on, as keras-hub's
     samplers do (beam and contrastive search copy the beams before a step
     and gather them after it) and `keras_gmlp.generation.generate`. Within
-    it the torch block kernel writes a decoded token into the cache it is
-    given: Keras' torch `slice_update` copies the whole cache, `(batch,
-    max_length, channels)` a block, to write one position. Outside it a
-    cache given to `call_with_cache` is never changed.
+    it the torch block kernel writes a decoded token into the caches it is
+    given, the gate's and the tiny attention's: Keras' torch
+    `slice_update` copies the whole cache, `(batch, max_length, channels)`
+    a block, to write one position. Outside it a cache given to
+    `call_with_cache` is never changed.
 
     Example:
 
@@ -100,13 +101,12 @@ def torch_gmlp_block_with_cache(
     hidden = torch.nn.functional.gelu(hidden)
     attention = None
     if block.tiny_attention is not None:
-        attention, cache["tiny_attention"] = (
-            block.tiny_attention.call_with_cache(
-                normalized,
-                cache["tiny_attention"],
-                start,
-                padding_mask=padding_mask,
-            )
+        attention, cache["tiny_attention"] = tiny_attention_with_cache(
+            block.tiny_attention,
+            normalized,
+            cache["tiny_attention"],
+            start,
+            padding_mask,
         )
     u, v = unit.halves(hidden)
     z = direct_call(unit.norm, v, method=layer_norm)
@@ -148,6 +148,31 @@ def torch_causal_lm_with_cache(causal_lm, token_ids, cache, cache_update_index):
     hidden = direct_call(backbone.final_norm, x, method=layer_norm)
     logits = direct_call(embedding, hidden, reverse=True)
     return logits, hidden, tuple(caches)
+
+
+def tiny_attention_with_cache(attention, inputs, cache, start, padding_mask):
+    """`TinyAttention.call_with_cache` of the positions from the int
+    `start`, the new keys and values written into `cache` itself within
+    `owned_caches()` (else into a copy, as the reference does)."""
+    import torch
+
+    max_length = cache.shape[-2]
+    attention.check_cache(max_length)
+    length = inputs.shape[-2]
+    if not owns_caches():
+        cache = cache.clone()
+    inputs = ops.cast(inputs, attention.compute_dtype)
+    projected = direct_call(attention.qkv, inputs, method=dense_call)
+    query, key, value = projected.chunk(3, dim=-1)
+    cache[:, 0, start : start + length] = key.to(cache.dtype)
+    cache[:, 1, start : start + length] = value.to(cache.dtype)
+    rows = start + torch.arange(length, device=cache.device)
+    columns = torch.arange(max_length, device=cache.device)
+    allowed = columns[None, :] <= rows[:, None]
+    outputs = attention._attend(
+        query, cache[:, 0], cache[:, 1], allowed, padding_mask
+    )
+    return outputs, cache
 
 
 def decoded_row(unit, cache, index):
@@ -194,8 +219,9 @@ def tensorflow_generate_function(causal_lm):
 def torch_generate_function(causal_lm):
     """keras-hub's `generate_step` outside autograd, as keras-hub runs it
     under torch, within `owned_caches()`: `gmlp_tiny` generates 384 tokens
-    1.24x as fast so on a family-26 AMD EPYC (`benchmarks/kernels.py --rows
-    generate`, `kernels_generate_epyc26_torch.json`)."""
+    1.24x and `amlp_tiny` 1.16x as fast so on a family-26 AMD EPYC
+    (`benchmarks/kernels.py --rows generate generate_amlp`,
+    `kernels_generate[_amlp]_epyc26_torch.json`)."""
     import torch
 
     def generate_function(inputs, stop_token_ids=None):

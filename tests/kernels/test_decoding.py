@@ -155,13 +155,16 @@ def test_causal_lm_kernel_declines_under_autograd(rng):
 
 
 @pytest.mark.parametrize("owned", [False, True])
-def test_kernel_writes_in_place_only_within_owned_caches(owned, rng):
+@pytest.mark.parametrize("name", ["dense", "amlp_toeplitz"])
+def test_kernel_writes_in_place_only_within_owned_caches(name, owned, rng):
     import torch
 
     from keras_gmlp.kernels.decoding import owned_caches
     from keras_gmlp.kernels.decoding import torch_gmlp_block_with_cache
 
-    block = GMLPBlock(ffn_dim=48, sequence_length=10, causal=True)
+    block = GMLPBlock(
+        ffn_dim=48, sequence_length=10, causal=True, **BLOCKS[name]
+    )
     block.build((1, 10, 16))
     randomize_weights(block, rng)
     x = keras.ops.convert_to_tensor(rng.normal(size=(1, 1, 16)), "float32")
@@ -176,11 +179,12 @@ def test_kernel_writes_in_place_only_within_owned_caches(owned, rng):
         np.testing.assert_allclose(
             as_numpy(output), as_numpy(expected), rtol=1e-5, atol=1e-5
         )
-    # The given cache is the returned one within `owned_caches()`, and
+    # Each given cache is the returned one within `owned_caches()`, and
     # never changed outside it.
-    written = got[1]["spatial_gating_unit"]
-    assert (written is given["spatial_gating_unit"]) == owned
-    assert bool(as_numpy(given["spatial_gating_unit"]).any()) == owned
+    assert sorted(got[1]) == sorted(given)
+    for key, cache in given.items():
+        assert (got[1][key] is cache) == owned
+        assert bool(as_numpy(cache).any()) == owned
 
 
 @pytest.mark.parametrize("name", ["gmlp-toeplitz", "amlp-dense"])
