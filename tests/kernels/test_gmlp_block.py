@@ -21,6 +21,17 @@ BLOCKS = {
 }
 
 
+def built_block(rng, **config):
+    """A `GMLPBlock(ffn_dim=48, **config)` with random weights, built for
+    an input `x` `(3, 12, 16)`: `(block, x, cotangent)`, random."""
+    block = GMLPBlock(ffn_dim=48, **config)
+    x = rng.normal(size=(3, 12, 16)).astype("float32")
+    block.build(x.shape)
+    randomize_weights(block, rng)
+    cotangent = rng.normal(size=x.shape).astype("float32")
+    return block, x, cotangent
+
+
 def outputs_and_gradients(block, x, cotangent, training, mode):
     kernels.configure(mode)
     if keras.config.backend() == "torch" and not training:
@@ -41,11 +52,7 @@ def outputs_and_gradients(block, x, cotangent, training, mode):
 @pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
 @pytest.mark.parametrize("name", sorted(BLOCKS))
 def test_kernel_equals_the_reference(name, policy, training, rng, kernel_mode):
-    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
-    x = rng.normal(size=(3, 12, 16)).astype("float32")
-    block.build(x.shape)
-    randomize_weights(block, rng)
-    cotangent = rng.normal(size=x.shape).astype("float32")
+    block, x, cotangent = built_block(rng, dtype=policy, **BLOCKS[name])
     reference = outputs_and_gradients(block, x, cotangent, training, "off")
     kernel = outputs_and_gradients(block, x, cotangent, training, "on")
     tolerance = 2e-5 if policy == "float32" else 3e-2
@@ -70,11 +77,7 @@ def test_torch_kernel_trains_on_amd_only(
         "gmlp_block",
         lambda *args: taken.append(1) or NotImplemented,
     )
-    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
-    x = rng.normal(size=(3, 12, 16)).astype("float32")
-    block.build(x.shape)
-    randomize_weights(block, rng)
-    cotangent = rng.normal(size=x.shape).astype("float32")
+    block, x, cotangent = built_block(rng, dtype=policy, **BLOCKS[name])
     outputs_and_gradients(block, x, cotangent, True, "on")
     # While gradients are recorded the kernel runs on an AMD CPU only.
     assert bool(taken) == amd
@@ -97,11 +100,7 @@ def test_torch_kernel_on_amd_trains_as_the_reference(
         "_onednn",
         lambda *args: onednn_calls.append(1) or onednn(*args),
     )
-    block = GMLPBlock(ffn_dim=48, dtype=policy, **BLOCKS[name])
-    x = rng.normal(size=(3, 12, 16)).astype("float32")
-    block.build(x.shape)
-    randomize_weights(block, rng)
-    cotangent = rng.normal(size=x.shape).astype("float32")
+    block, x, cotangent = built_block(rng, dtype=policy, **BLOCKS[name])
     reference = outputs_and_gradients(block, x, cotangent, True, "off")
     assert not onednn_calls
     kernel = outputs_and_gradients(block, x, cotangent, True, "on")
