@@ -2,14 +2,16 @@
 
 For each backend (`--backends`) two worker processes, one importing
 `keras_gmlp` from this checkout and one from `--baseline` (a checkout of
-another commit, e.g. `git worktree add ../baseline <commit>`), each set up
-as the `keras-gmlp` command sets up a training job
-(`set_backend_environment()` where the version has it,
-`configure_training_process()`), build the same rows: the gMLP-Ti/16
-image classifier's training and inference steps at `--batch-size`, and
-the pretraining recipe's masked LM (`gmlp_tiny`) training step at 128 and
-512 tokens (and, asked for, `generate`: the causal LM's decoding, as
-`benchmarks/generation.py` times it). The driver times each row in both
+another commit, e.g. `git worktree add ../baseline <commit>`), build the
+same rows: the gMLP-Ti/16 image classifier's training and inference steps
+at `--batch-size`, and the pretraining recipe's masked LM (`gmlp_tiny`)
+training step at 128 and 512 tokens (and, asked for, `generate`: the
+causal LM's decoding, as `benchmarks/generation.py` times it). Each worker
+is set up as the `keras-gmlp` command sets up the job that runs its rows
+(`set_backend_environment()` where the version has it, then `PROCESSES`):
+a training job for the training and inference rows
+(`configure_training_process()`), `keras-gmlp generate` for `generate`
+(`compile_jax_draws_once()` only). The driver times each row in both
 workers in alternated rounds; `x_baseline` is the baseline's median step
 time over this checkout's; each checkout runs first in every other round.
 
@@ -42,20 +44,27 @@ ROWS = ("ti16_train", "ti16_infer", "mlm128_train", "mlm512_train")
 # Asked for by name (`--rows generate`): `generate` of `gmlp_tiny` with
 # the decoding cache, 384 tokens after a 128-token prompt, batch 1.
 EXTRA_ROWS = ("generate",)
+# How the `keras-gmlp` command sets a process up for each kind of job: a
+# row runs in workers set up as the command's job that runs it does.
+PROCESSES = {
+    "training": "configure_training_process",
+    "command": "compile_jax_draws_once",
+}
+ROW_PROCESSES = {"generate": "command"}
 
 
-def worker(batch_size, batch_tokens):
+def worker(batch_size, batch_tokens, process="training"):
     """A worker's loop: builds a row on `"build"`, times it on `"run"`.
 
-    `keras_gmlp` comes from the first checkout on `PYTHONPATH`."""
+    `keras_gmlp` comes from the first checkout on `PYTHONPATH`; the
+    process is set up as `PROCESSES[process]`."""
     root = str(common.REPOSITORY)
     sys.path[:] = [p for p in sys.path if p != root] + [root]
     import keras_gmlp
+    from keras_gmlp import kernels
 
     getattr(keras_gmlp, "set_backend_environment", lambda: None)()
-    from keras_gmlp.kernels import configure_training_process
-
-    configure_training_process()
+    getattr(kernels, PROCESSES[process])()
     from benchmarks import masked_lm_speed
 
     steps = {}
@@ -133,19 +142,28 @@ def reference_timer(row, workers, timm, repeats):
 def measure(backend, args):
     """The rows of one backend, both versions alternated (and each row's
     reference, with `--references`)."""
-    workers = {}
-    for version, path in (
-        ("this", common.REPOSITORY),
-        ("baseline", args.baseline),
-    ):
-        env = dict(os.environ, KERAS_BACKEND=backend)
-        env["PYTHONPATH"] = os.pathsep.join(
-            [os.path.abspath(path), str(common.REPOSITORY)]
-        )
-        command = [sys.executable, __file__, "--worker"]
-        command += ["--batch-size", str(args.batch_size)]
-        command += ["--batch-tokens", str(args.batch_tokens)]
-        workers[version] = common.Worker(command, env, sys.stderr)
+    started = {}  # process -> {version: worker}, started on first use
+
+    def workers_for(process):
+        if process not in started:
+            started[process] = {}
+            for version, path in (
+                ("this", common.REPOSITORY),
+                ("baseline", args.baseline),
+            ):
+                env = dict(os.environ, KERAS_BACKEND=backend)
+                env["PYTHONPATH"] = os.pathsep.join(
+                    [os.path.abspath(path), str(common.REPOSITORY)]
+                )
+                command = [sys.executable, __file__, "--worker"]
+                command += ["--batch-size", str(args.batch_size)]
+                command += ["--batch-tokens", str(args.batch_tokens)]
+                command += ["--process", process]
+                started[process][version] = common.Worker(
+                    command, env, sys.stderr
+                )
+        return started[process]
+
     timm = None
     if args.references and any(row.startswith("ti16") for row in args.rows):
         command = common.timm_worker_command(
@@ -156,6 +174,8 @@ def measure(backend, args):
     rows = []
     try:
         for row in args.rows:
+            process = ROW_PROCESSES.get(row, "training")
+            workers = workers_for(process)
             built = {v: w.ask("build", row=row) for v, w in workers.items()}
             package = built["baseline"].get("package", "")
             if not package.startswith(os.path.join(args.baseline, "")):
@@ -189,6 +209,7 @@ def measure(backend, args):
                 "rounds_s": times,
                 "x_baseline": baseline / this if this and baseline else None,
                 "built": built,
+                "process": process,
             }
             line = (
                 f"{backend:10s} {row:13s} this {this:.3f} s  baseline "
@@ -204,7 +225,8 @@ def measure(backend, args):
             print(line, flush=True)
             rows.append(result)
     finally:
-        for worker_process in [*workers.values(), timm]:
+        everyone = [w for ws in started.values() for w in ws.values()]
+        for worker_process in [*everyone, timm]:
             if worker_process is not None:
                 worker_process.close()
     return rows
@@ -245,13 +267,19 @@ def parse_args(argv=None):
     parser.add_argument("--timm-python", default=common.TIMM_PYTHON)
     parser.add_argument("--name", default="versions")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--process",
+        choices=sorted(PROCESSES),
+        default="training",
+        help=argparse.SUPPRESS,
+    )
     return parser.parse_args(argv)
 
 
 def main(argv=None):
     args = parse_args(argv)
     if args.worker:
-        return worker(args.batch_size, args.batch_tokens)
+        return worker(args.batch_size, args.batch_tokens, args.process)
     if not args.baseline:
         raise SystemExit("Received no --baseline; expected a checkout folder.")
     args.baseline = common.checkout_folder(args.baseline)

@@ -149,6 +149,20 @@ def test_versions_rows_compare_each_checkout_with_the_reference():
     }
 
 
+def test_versions_sets_each_row_up_as_the_command_that_runs_it():
+    # Training rows as a training job; generate as `keras-gmlp generate`,
+    # which applies no training settings (TensorFlow's one thread an op
+    # made XLA's decoding loop 1.6x slower).
+    from benchmarks import versions
+    from keras_gmlp import kernels
+
+    for setup in versions.PROCESSES.values():
+        assert callable(getattr(kernels, setup))
+    assert versions.PROCESSES["training"] == "configure_training_process"
+    assert versions.ROW_PROCESSES == {"generate": "command"}
+    assert versions.parse_args(["--worker"]).process == "training"
+
+
 def test_versions_refuses_a_baseline_that_is_not_a_checkout(
     tmp_path, monkeypatch
 ):
