@@ -62,6 +62,7 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 # `--kernels-without`; kept here so that the driver imports no backend.
 KERNEL_OPERATIONS = (
     "batch_chains",
+    "cache_update",
     "causal_lm_with_cache",
     "embedding_logits",
     "generate_function",

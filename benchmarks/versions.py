@@ -41,16 +41,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import common  # noqa: E402
 
 ROWS = ("ti16_train", "ti16_infer", "mlm128_train", "mlm512_train")
-# Asked for by name (`--rows generate`): `generate` of `gmlp_tiny` with
-# the decoding cache, 384 tokens after a 128-token prompt, batch 1.
-EXTRA_ROWS = ("generate",)
+# Asked for by name (`--rows generate generate_amlp`): `generate` of
+# `gmlp_tiny` (`amlp_tiny`) with the decoding cache, 384 tokens after a
+# 128-token prompt, batch 1.
+EXTRA_ROWS = ("generate", "generate_amlp")
 # How the `keras-gmlp` command sets a process up for each kind of job: a
 # row runs in workers set up as the command's job that runs it does.
 PROCESSES = {
     "training": "configure_training_process",
     "command": "compile_jax_draws_once",
 }
-ROW_PROCESSES = {"generate": "command"}
+ROW_PROCESSES = {"generate": "command", "generate_amlp": "command"}
 
 
 def worker(batch_size, batch_tokens, process="training"):
@@ -72,6 +73,8 @@ def worker(batch_size, batch_tokens, process="training"):
     def build(row):
         if row == "generate":
             _, step = generation_step()
+        elif row == "generate_amlp":
+            _, step = generation_step("amlp_tiny")
         elif row.startswith("ti16"):
             model = common.build_image_classifier(
                 "gmlp_ti16_224", 224, jit_compile="auto", precision="float32"

@@ -6,7 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_gmlp.kernels.decoding import owned_caches
+from keras_gmlp.kernels import owned_caches
 from keras_gmlp.layers.gmlp_block import GMLPBlock
 
 STRATEGIES = ("greedy", "top_k")
@@ -281,7 +281,7 @@ class _Decoder:
 
 def _decoding(function, *args):
     """`function(*args)`, under torch outside autograd, the caches owned by
-    the decoding loop (`keras_gmlp.kernels.decoding.owned_caches`)."""
+    the decoding loop (`keras_gmlp.kernels.owned_caches`)."""
     if keras.config.backend() == "torch":
         import torch
 

@@ -159,7 +159,8 @@ def test_versions_sets_each_row_up_as_the_command_that_runs_it():
     for setup in versions.PROCESSES.values():
         assert callable(getattr(kernels, setup))
     assert versions.PROCESSES["training"] == "configure_training_process"
-    assert versions.ROW_PROCESSES == {"generate": "command"}
+    assert set(versions.ROW_PROCESSES) == set(versions.EXTRA_ROWS)
+    assert set(versions.ROW_PROCESSES.values()) == {"command"}
     assert versions.parse_args(["--worker"]).process == "training"
 
 

@@ -38,6 +38,8 @@ from keras_gmlp.kernels.process import configure_training_process
 from keras_gmlp.kernels.registry import configure
 from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.registry import mode
+from keras_gmlp.kernels.registry import owned_caches
+from keras_gmlp.kernels.registry import owns_caches
 from keras_gmlp.kernels.registry import reference_only
 from keras_gmlp.kernels.threads import share_cores_between_chains
 from keras_gmlp.kernels.xla_flags import prefer_wide_vectors
@@ -51,6 +53,8 @@ __all__ = [
     "configure_training_process",
     "dispatch",
     "mode",
+    "owned_caches",
+    "owns_caches",
     "prefer_wide_vectors",
     "reference_only",
     "reuse_freed_memory",

@@ -13,63 +13,56 @@ outputs and cache up to float rounding:
   it, `versions_xeon_torch_decoding.json`).
 - `"causal_lm_with_cache"` (torch, outside autograd):
   `GMLPCausalLM.call_with_cache`, the embedding, the final norm and the
-  tied output projection through `direct_call`: 1.17x on a family-26 AMD
+  tied output projection through `direct_call`: 1.16x on a family-26 AMD
   EPYC (`benchmarks/kernels.py --rows generate`,
   `kernels_generate_epyc26_torch.json`).
-- `"generate_function"`: under TensorFlow `generate` as one XLA
-  function; under torch `generate` within `owned_caches()`, where the
-  torch block kernel writes each decoded token into the cache it is given
-  instead of a copy.
+- `"cache_update"` (torch, outside autograd, within `owned_caches()`):
+  `ops.slice_update` of a decoding cache written into the cache itself.
+  Keras' torch `slice_update` copies the whole cache, `(batch, max_length,
+  channels)` a block, to write one position: `gmlp_tiny` generates 1.35x
+  and `amlp_tiny` 1.29x as fast so (the same benchmark and file).
+- `"generate_function"` (TensorFlow): `generate` as one XLA function.
 """
 
-import contextlib
 import numbers
-import threading
 
 from keras import ops
 
 from keras_gmlp.kernels.dense import dense_call
 from keras_gmlp.kernels.direct_call import direct_call
 from keras_gmlp.kernels.layer_normalization import layer_norm
-
-_ownership = threading.local()
-
-
-@contextlib.contextmanager
-def owned_caches():
-    """A scope whose decoding loop owns its caches, in this thread.
-
-    For a loop that threads every cache through one `call_with_cache` after
-    another and never reads a cache it has passed on, as keras-hub's
-    samplers do (beam and contrastive search copy the beams before a step
-    and gather them after it) and `keras_gmlp.generation.generate`. Within
-    it the torch block kernel writes a decoded token into the caches it is
-    given, the gate's and the tiny attention's: Keras' torch
-    `slice_update` copies the whole cache, `(batch, max_length, channels)`
-    a block, to write one position. Outside it a cache given to
-    `call_with_cache` is never changed.
-
-    Example:
-
-    >>> from keras_gmlp.kernels.decoding import owned_caches
-    >>> from keras_gmlp.kernels.decoding import owns_caches
-    >>> with owned_caches():
-    ...     owns_caches()
-    True
-    >>> owns_caches()
-    False
-    """
-    previous = owns_caches()
-    _ownership.owned = True
-    try:
-        yield
-    finally:
-        _ownership.owned = previous
+from keras_gmlp.kernels.registry import dispatch
+from keras_gmlp.kernels.registry import owns_caches
 
 
-def owns_caches():
-    """Whether this thread is within `owned_caches()`."""
-    return getattr(_ownership, "owned", False)
+def torch_cache_update(cache, start_indices, updates):
+    """`ops.slice_update(cache, start_indices, updates)` written into
+    `cache` itself, which is returned, within `owned_caches()`, outside
+    autograd and with Python int starts; `NotImplemented` elsewhere (the
+    reference writes into a copy)."""
+    import torch
+
+    if (
+        not owns_caches()
+        or torch.is_grad_enabled()
+        or not isinstance(cache, torch.Tensor)
+        or not all(isinstance(i, numbers.Integral) for i in start_indices)
+    ):
+        return NotImplemented
+    region = tuple(
+        slice(int(start), int(start) + size)
+        for start, size in zip(start_indices, updates.shape, strict=True)
+    )
+    cache[region] = updates
+    return cache
+
+
+def write_cache(cache, start_indices, updates):
+    """`ops.slice_update` of a decoding cache, as the `"cache_update"`
+    operation (in place where its kernel runs)."""
+    return dispatch(
+        "cache_update", ops.slice_update, cache, start_indices, updates
+    )
 
 
 def torch_gmlp_block_with_cache(
@@ -111,9 +104,7 @@ def torch_gmlp_block_with_cache(
     u, v = unit.halves(hidden)
     z = direct_call(unit.norm, v, method=layer_norm)
     gate_cache = cache["spatial_gating_unit"]
-    if not owns_caches():
-        gate_cache = gate_cache.clone()
-    gate_cache[:, start : start + length] = z.to(gate_cache.dtype)
+    gate_cache = write_cache(gate_cache, [0, start, 0], z.to(gate_cache.dtype))
     if start == 0:
         mixed = unit.token_product(z)
     else:
@@ -150,26 +141,26 @@ def torch_causal_lm_with_cache(causal_lm, token_ids, cache, cache_update_index):
     return logits, hidden, tuple(caches)
 
 
-def tiny_attention_with_cache(attention, inputs, cache, start, padding_mask):
+def tiny_attention_with_cache(layer, inputs, cache, start, padding_mask):
     """`TinyAttention.call_with_cache` of the positions from the int
-    `start`, the new keys and values written into `cache` itself within
-    `owned_caches()` (else into a copy, as the reference does)."""
+    `start` in torch's ops, the projection through `direct_call`: under
+    eager torch a Keras op costs more than a decoded token's arithmetic,
+    and through the layer's method `amlp_tiny` generated 5 % slower (0.91x
+    against 0.96x of the commit before `"cache_update"`, `benchmarks/
+    versions.py --rows generate_amlp`, one run each)."""
     import torch
 
     max_length = cache.shape[-2]
-    attention.check_cache(max_length)
+    layer.check_cache(max_length)
     length = inputs.shape[-2]
-    if not owns_caches():
-        cache = cache.clone()
-    inputs = ops.cast(inputs, attention.compute_dtype)
-    projected = direct_call(attention.qkv, inputs, method=dense_call)
+    projected = direct_call(layer.qkv, inputs, method=dense_call)
     query, key, value = projected.chunk(3, dim=-1)
-    cache[:, 0, start : start + length] = key.to(cache.dtype)
-    cache[:, 1, start : start + length] = value.to(cache.dtype)
+    update = torch.stack([key, value], dim=1).to(cache.dtype)
+    cache = write_cache(cache, [0, 0, start, 0], update)
     rows = start + torch.arange(length, device=cache.device)
     columns = torch.arange(max_length, device=cache.device)
     allowed = columns[None, :] <= rows[:, None]
-    outputs = attention._attend(
+    outputs = layer._attend(
         query, cache[:, 0], cache[:, 1], allowed, padding_mask
     )
     return outputs, cache
@@ -214,18 +205,3 @@ def tensorflow_generate_function(causal_lm):
     ):
         return NotImplemented
     return tf.function(causal_lm.generate_step, jit_compile=True)
-
-
-def torch_generate_function(causal_lm):
-    """keras-hub's `generate_step` outside autograd, as keras-hub runs it
-    under torch, within `owned_caches()`: `gmlp_tiny` generates 384 tokens
-    1.24x and `amlp_tiny` 1.16x as fast so on a family-26 AMD EPYC
-    (`benchmarks/kernels.py --rows generate generate_amlp`,
-    `kernels_generate[_amlp]_epyc26_torch.json`)."""
-    import torch
-
-    def generate_function(inputs, stop_token_ids=None):
-        with torch.no_grad(), owned_caches():
-            return causal_lm.generate_step(inputs, stop_token_ids)
-
-    return generate_function

@@ -18,12 +18,12 @@ variable (read when first needed):
 - `"off"`: the reference path only.
 """
 
-import contextlib
 import importlib
 import os
-import threading
 
 import keras
+
+from keras_gmlp.thread_flag import ThreadFlag
 
 MODES = ("auto", "on", "off")
 
@@ -45,6 +45,9 @@ KERNELS = {
     "gmlp_block_with_cache": {
         "torch": "keras_gmlp.kernels.decoding:torch_gmlp_block_with_cache",
     },
+    "cache_update": {
+        "torch": "keras_gmlp.kernels.decoding:torch_cache_update",
+    },
     "causal_lm_with_cache": {
         "torch": "keras_gmlp.kernels.decoding:torch_causal_lm_with_cache",
     },
@@ -52,7 +55,6 @@ KERNELS = {
         "tensorflow": (
             "keras_gmlp.kernels.decoding:tensorflow_generate_function"
         ),
-        "torch": "keras_gmlp.kernels.decoding:torch_generate_function",
     },
     "toeplitz_matrix": {
         "torch": "keras_gmlp.kernels.toeplitz_matrix:torch_toeplitz_matrix",
@@ -67,7 +69,8 @@ KERNELS = {
     },
 }
 
-_state = threading.local()
+_reference_only = ThreadFlag()
+_owned_caches = ThreadFlag()
 _settings = {"mode": None, "operations": None}
 _loaded = {}
 
@@ -113,7 +116,7 @@ def configure(mode, operations=None):
 def mode():
     """The current mode: `configure`'s, else `KERAS_GMLP_KERNELS`, else
     `"auto"`; `"off"` inside `reference_only()`."""
-    if getattr(_state, "reference_only", False):
+    if _reference_only.is_set():
         return "off"
     if _settings["mode"] is None:
         value = os.environ.get("KERAS_GMLP_KERNELS", "auto") or "auto"
@@ -121,7 +124,6 @@ def mode():
     return _settings["mode"]
 
 
-@contextlib.contextmanager
 def reference_only():
     """Traces and runs the reference path only, in this thread.
 
@@ -134,12 +136,35 @@ def reference_only():
     ...     keras_gmlp.kernels.mode()
     'off'
     """
-    previous = getattr(_state, "reference_only", False)
-    _state.reference_only = True
-    try:
-        yield
-    finally:
-        _state.reference_only = previous
+    return _reference_only.scope()
+
+
+def owned_caches():
+    """A scope whose decoding loop owns its caches, in this thread.
+
+    For a loop that makes its decoding caches and threads each through one
+    `call_with_cache` after another, never reading a cache it has passed
+    on, as `GMLPCausalLM.generate_step` with keras-hub's samplers (beam and
+    contrastive search copy the beams before a step and gather them after
+    it) and `keras_gmlp.generation.generate` do. Within it the
+    `"cache_update"` kernel may write a decoded token into the cache it is
+    given instead of a copy of it. Outside it a cache given to
+    `call_with_cache` is never changed.
+
+    Example:
+
+    >>> with keras_gmlp.kernels.owned_caches():
+    ...     keras_gmlp.kernels.owns_caches()
+    True
+    >>> keras_gmlp.kernels.owns_caches()
+    False
+    """
+    return _owned_caches.scope()
+
+
+def owns_caches():
+    """Whether this thread is within `owned_caches()`."""
+    return _owned_caches.is_set()
 
 
 def _kernel(operation, backend):

@@ -2,6 +2,7 @@ import keras
 from keras import ops
 from keras.initializers import serialize
 
+from keras_gmlp import kernels
 from keras_gmlp.layers.toeplitz_matrix import cache_position
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
 from keras_gmlp.layers.toeplitz_matrix import is_static
@@ -262,7 +263,10 @@ class SpatialGatingUnit(keras.layers.Layer):
         u, v = self.halves(inputs)
         z = self.norm(v)
         start = cache_position(cache_update_index)
-        cache = ops.slice_update(cache, [0, start, 0], ops.cast(z, cache.dtype))
+        update = ops.cast(z, cache.dtype)
+        cache = kernels.dispatch(
+            "cache_update", ops.slice_update, cache, [0, start, 0], update
+        )
         if is_static(start) and start == 0:
             mixed = self.token_product(z)
         else:

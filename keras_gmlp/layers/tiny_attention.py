@@ -3,6 +3,7 @@ import math
 import keras
 from keras import ops
 
+from keras_gmlp import kernels
 from keras_gmlp.layers.toeplitz_matrix import cache_position
 
 
@@ -180,7 +181,9 @@ class TinyAttention(keras.layers.Layer):
         query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
         start = cache_position(cache_update_index)
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-        cache = ops.slice_update(cache, [0, 0, start, 0], update)
+        cache = kernels.dispatch(
+            "cache_update", ops.slice_update, cache, [0, 0, start, 0], update
+        )
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
         allowed = columns[None, :] <= rows[:, None]

@@ -1,35 +1,30 @@
 """The Toeplitz spatial weight `W[i, j] = w[i - j]`: its matrix, its rows
 for decoding, and its product by FFT."""
 
-import contextlib
 import numbers
-import threading
 
 from keras import ops
 
 from keras_gmlp import kernels
+from keras_gmlp.thread_flag import ThreadFlag
 
 # Export formats whose converters take no FFT: tf2onnx has no IRFFT, and
 # LiteRT runs TensorFlow's RFFT and IRFFT only with its Flex delegate.
 FFT_FREE_FORMATS = ("onnx", "litert")
-_tracing = threading.local()
 
 
-@contextlib.contextmanager
+_materialised = ThreadFlag()
+
+
 def materialised_toeplitz():
     """Within it, Toeplitz weights are applied as the `n x n` product,
     never by FFT (the exports to `FFT_FREE_FORMATS` trace under it)."""
-    previous = getattr(_tracing, "materialised", False)
-    _tracing.materialised = True
-    try:
-        yield
-    finally:
-        _tracing.materialised = previous
+    return _materialised.scope()
 
 
 def traces_materialised_toeplitz():
     """Whether the calls run inside `materialised_toeplitz()`."""
-    return getattr(_tracing, "materialised", False)
+    return _materialised.is_set()
 
 
 def fast_fft_length(minimum):

@@ -2,7 +2,8 @@
 `"gmlp_block_with_cache"` against `GMLPBlock.reference_call_with_cache`
 and `"causal_lm_with_cache"` against
 `GMLPCausalLM.reference_call_with_cache`: the prompt's pass and each
-decoded token, outputs and caches, float32 and mixed_bfloat16."""
+decoded token, outputs and caches, float32 and mixed_bfloat16; and
+`"cache_update"` against `keras.ops.slice_update`."""
 
 import contextlib
 
@@ -159,7 +160,7 @@ def test_causal_lm_kernel_declines_under_autograd(rng):
 def test_kernel_writes_in_place_only_within_owned_caches(name, owned, rng):
     import torch
 
-    from keras_gmlp.kernels.decoding import owned_caches
+    from keras_gmlp.kernels import owned_caches
     from keras_gmlp.kernels.decoding import torch_gmlp_block_with_cache
 
     block = GMLPBlock(
@@ -188,7 +189,7 @@ def test_kernel_writes_in_place_only_within_owned_caches(name, owned, rng):
 
 
 @pytest.mark.parametrize("name", ["gmlp-toeplitz", "amlp-dense"])
-def test_generate_function_owns_the_caches(name, kernel_mode, monkeypatch):
+def test_generate_owns_the_caches(name, kernel_mode, monkeypatch):
     from keras_gmlp.kernels import decoding
     from tests.models.test_decoding_cache import CONFIGS
     from tests.models.test_decoding_cache import causal_lm
@@ -200,7 +201,7 @@ def test_generate_function_owns_the_caches(name, kernel_mode, monkeypatch):
     decode_block = decoding.torch_gmlp_block_with_cache
 
     def spied(*args, **kwargs):
-        owned.append(decoding.owns_caches())
+        owned.append(kernels.owns_caches())
         return decode_block(*args, **kwargs)
 
     monkeypatch.setattr(decoding, "torch_gmlp_block_with_cache", spied)
@@ -214,4 +215,50 @@ def test_generate_function_owns_the_caches(name, kernel_mode, monkeypatch):
         tokens["on"]["token_ids"], tokens["off"]["token_ids"]
     )
     assert owned and all(owned)
-    assert not decoding.owns_caches()
+    assert not kernels.owns_caches()
+
+
+@pytest.mark.parametrize("start", [0, 3, "tensor"])
+@pytest.mark.parametrize("owned", [False, True])
+def test_cache_update_writes_in_place_only_within_owned_caches(
+    start, owned, rng
+):
+    import torch
+
+    from keras_gmlp.kernels.decoding import torch_cache_update
+
+    cache = rng.normal(size=(2, 2, 10, 4)).astype("float32")
+    updates = rng.normal(size=(2, 2, 1, 4)).astype("float32")
+    index = 3 if start == "tensor" else start
+    want = cache.copy()
+    want[:, :, index : index + 1] = updates
+    if start == "tensor":
+        start = keras.ops.convert_to_tensor(3, "int32")
+    given = keras.ops.convert_to_tensor(cache)
+    with torch.no_grad():
+        with kernels.owned_caches() if owned else contextlib.nullcontext():
+            got = kernels.dispatch(
+                "cache_update",
+                keras.ops.slice_update,
+                given,
+                [0, 0, start, 0],
+                keras.ops.convert_to_tensor(updates),
+            )
+            declined = torch_cache_update(
+                given, [0, 0, start, 0], keras.ops.convert_to_tensor(updates)
+            )
+    np.testing.assert_array_equal(as_numpy(got), want)
+    in_place = owned and not isinstance(start, torch.Tensor)
+    assert (got is given) == in_place
+    assert (declined is NotImplemented) == (not in_place)
+    np.testing.assert_array_equal(as_numpy(given), want if in_place else cache)
+
+
+def test_cache_update_declines_under_autograd(rng):
+    from keras_gmlp.kernels.decoding import torch_cache_update
+
+    cache = keras.ops.zeros((1, 10, 4))
+    updates = keras.ops.ones((1, 1, 4))
+    with kernels.owned_caches():
+        assert torch_cache_update(cache, [0, 2, 0], updates) is NotImplemented
+    assert not as_numpy(cache).any()

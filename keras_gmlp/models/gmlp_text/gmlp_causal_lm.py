@@ -218,6 +218,12 @@ class GMLPCausalLM(GMLPTextTask, CausalLM):
             A dict of `"token_ids"` and `"padding_mask"`, the mask `False`
             after each row's stop token.
         """
+        # The caches are made here and threaded from one step to the next
+        # by every keras-hub sampler: this loop owns them.
+        with kernels.owned_caches():
+            return self._sampled_tokens(inputs, stop_token_ids)
+
+    def _sampled_tokens(self, inputs, stop_token_ids):
         token_ids = ops.convert_to_tensor(inputs["token_ids"], "int32")
         padding_mask = ops.convert_to_tensor(inputs["padding_mask"])
         hidden_states, cache = self._build_cache(token_ids)
