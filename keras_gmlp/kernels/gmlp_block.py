@@ -236,14 +236,20 @@ def call_on_projection(
             attention,
             output_projection,
         )
-    if recomputes_tensorflow:
-        from keras_gmlp.kernels import tensorflow_spatial_gate
-
+    recomputes_torch = not pair and _recomputes_torch(unit, hidden, length)
+    if recomputes_torch or recomputes_tensorflow:
         unit.check_length(length)
-        recomputed_spatial_gate = functools.partial(
-            tensorflow_spatial_gate.recomputed_spatial_gate,
-            hidden_biases=hidden_biases,
-        )
+        if recomputes_torch:
+            from keras_gmlp.kernels.torch_spatial_gate import (
+                recomputed_spatial_gate,
+            )
+        else:
+            from keras_gmlp.kernels import tensorflow_spatial_gate
+
+            recomputed_spatial_gate = functools.partial(
+                tensorflow_spatial_gate.recomputed_spatial_gate,
+                hidden_biases=hidden_biases,
+            )
         first = ops.convert_to_tensor(first)
         if not pair:
             hidden = first
@@ -385,6 +391,22 @@ def _recomputes_jax(unit, hidden, length):
     """Whether `call_on_projection` takes the recomputing JAX gate."""
     return keras.config.backend() == "jax" and _recomputable_3d(
         unit, hidden, length
+    )
+
+
+def _recomputes_torch(unit, hidden, length):
+    """Whether `call_on_projection` takes the recomputing torch gate
+    (`torch_spatial_gate`): under autograd, a floating tensor on a CPU."""
+    if keras.config.backend() != "torch":
+        return False
+    import torch
+
+    return (
+        torch.is_grad_enabled()
+        and isinstance(hidden, torch.Tensor)
+        and hidden.device.type == "cpu"
+        and hidden.dtype in (torch.float32, torch.bfloat16, torch.float16)
+        and _recomputable(unit, hidden, length)
     )
 
 

@@ -92,20 +92,29 @@ def test_torch_kernel_on_amd_trains_as_the_reference(
     name, policy, amd, rng, kernel_mode, monkeypatch
 ):
     from keras_gmlp.kernels import torch_linear
+    from keras_gmlp.kernels import torch_spatial_gate
 
-    onednn_calls = []
+    onednn_calls, recomputed = [], []
     onednn = torch_linear._onednn
     monkeypatch.setattr(
         torch_linear,
         "_onednn",
         lambda *args: onednn_calls.append(1) or onednn(*args),
     )
+    gate = torch_spatial_gate.recomputed_spatial_gate
+    monkeypatch.setattr(
+        torch_spatial_gate,
+        "recomputed_spatial_gate",
+        lambda *args: recomputed.append(1) or gate(*args),
+    )
     block, x, cotangent = built_block(rng, dtype=policy, **BLOCKS[name])
     reference = outputs_and_gradients(block, x, cotangent, True, "off")
-    assert not onednn_calls
+    assert not onednn_calls and not recomputed
     kernel = outputs_and_gradients(block, x, cotangent, True, "on")
-    # float32 products and their gradients on oneDNN, on an AMD CPU only.
+    # float32 products and their gradients on oneDNN, on an AMD CPU only;
+    # there the gate recomputes its activations in the backward pass.
     assert bool(onednn_calls) == (amd and policy == "float32")
+    assert bool(recomputed) == amd
     tolerance = 2e-5 if policy == "float32" else 3e-2
     for got, want in zip(kernel, reference, strict=True):
         scale = max(np.abs(want).max(), 1e-3)
