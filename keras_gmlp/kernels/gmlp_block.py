@@ -9,10 +9,10 @@ rounding), computed so:
   and Dense layers by the kernels `layer_norm` and `dense_call`;
 - the first projection is two products, one per half (`split_dense`,
   `split_dense_gelu`), where that is faster;
-- in training under JAX the spatial gate is one function that keeps only
-  the GELU's input and the token product for the backward pass and
-  recomputes the GELU and the norm there (`jax_spatial_gate`); under
-  TensorFlow its
+- in training under JAX and torch the spatial gate is one function that
+  keeps only the GELU's input and the token product for the backward pass
+  and recomputes the GELU and the norm there (`jax_spatial_gate`,
+  `torch_spatial_gate`); under TensorFlow its
   gated half and its gradient are XLA functions (`tensorflow_spatial_gate`),
   recomputing more for a block made under
   `keras.RematScope(mode="activations")`;
@@ -70,8 +70,12 @@ def gmlp_block(block, inputs, padding_mask=None, training=None):
 def torch_gmlp_block(block, inputs, padding_mask=None, training=None):
     """`gmlp_block` under torch; while gradients are recorded, on an AMD CPU
     only (`cpu_features.is_amd`), where its products and their gradients
-    run on oneDNN (`torch_linear`). On an Intel CPU the reference path
-    trains as fast (0.91-0.97x with this kernel, `benchmarks/kernels.py`)."""
+    run on oneDNN (`torch_linear`) and its gate recomputes its activations
+    (`torch_spatial_gate`: gMLP-Ti/16's steady training step at batch 32
+    peaks at 1,484 MiB against 2,537 without, as fast,
+    `benchmarks/memory.py`, `benchmarks/versions.py`). On an Intel CPU
+    the reference path trains as fast (0.91-0.97x with this kernel,
+    `benchmarks/kernels.py`)."""
     import torch
 
     if torch.is_grad_enabled() and not cpu_features.is_amd():
