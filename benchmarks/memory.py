@@ -61,6 +61,7 @@ from benchmarks.common import JIT_COMPILE  # noqa: E402
 # The kernels' operations (`keras_gmlp.kernels.registry.KERNELS`), for
 # `--kernels-without`; kept here so that the driver imports no backend.
 KERNEL_OPERATIONS = (
+    "attention",
     "batch_chains",
     "cache_update",
     "causal_lm_with_cache",

@@ -160,7 +160,7 @@ def tiny_attention_with_cache(layer, inputs, cache, start, padding_mask):
     rows = start + torch.arange(length, device=cache.device)
     columns = torch.arange(max_length, device=cache.device)
     allowed = columns[None, :] <= rows[:, None]
-    outputs = layer._attend(
+    outputs = layer.attend(
         query, cache[:, 0], cache[:, 1], allowed, padding_mask
     )
     return outputs, cache

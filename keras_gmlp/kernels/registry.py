@@ -30,6 +30,9 @@ MODES = ("auto", "on", "off")
 # Operation -> backend -> "module:function" of the kernel, imported on
 # first use.
 KERNELS = {
+    "attention": {
+        "torch": "keras_gmlp.kernels.attention:torch_attention",
+    },
     "batch_chains": {
         "jax": "keras_gmlp.kernels.batch_chains:jax_batch_chains",
         "tensorflow": "keras_gmlp.kernels.batch_chains:tensorflow_batch_chains",

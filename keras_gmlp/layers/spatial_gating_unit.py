@@ -242,7 +242,8 @@ class SpatialGatingUnit(keras.layers.Layer):
         """The outputs of positions `[start, start + k)`, with a cache.
 
         The cache holds the normalised gate input `z` of every position so
-        far; the new ones are written at `cache_update_index`, and output
+        far; the new ones are written at `cache_update_index` (the
+        `"cache_update"` operation of `keras_gmlp.kernels`), and output
         `i` is `u_i * (sum_{j <= i} W[i, j] z_j + b_i)`, one row of `W`
         times the cache. With `cache_update_index=0` (the prompt's
         prefill) the product is `call`'s.

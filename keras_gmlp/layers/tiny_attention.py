@@ -94,11 +94,27 @@ class TinyAttention(keras.layers.Layer):
         if self.causal:
             length = ops.shape(key)[-2]
             allowed = ops.tril(ops.ones((length, length), dtype="bool"))
-        return self._attend(query, key, value, allowed, padding_mask)
+        return self.attend(query, key, value, allowed, padding_mask)
 
-    def _attend(self, query, key, value, allowed, padding_mask):
+    def attend(self, query, key, value, allowed=None, padding_mask=None):
         """Attention of `query` over `key`, where `allowed` (and the
-        padding mask of the keys) lets it."""
+        padding mask of the keys) lets it, through the output projection:
+        the `"attention"` operation of `keras_gmlp.kernels`."""
+        return kernels.dispatch(
+            "attention",
+            TinyAttention.reference_attend,
+            self,
+            query,
+            key,
+            value,
+            allowed,
+            padding_mask,
+        )
+
+    def reference_attend(
+        self, query, key, value, allowed=None, padding_mask=None
+    ):
+        """`attend` in Keras ops."""
         scores = ops.einsum("...id,...jd->...ij", query, key)
         scores = ops.cast(scores, "float32") / math.sqrt(self.attention_dim)
         if padding_mask is not None:
@@ -155,8 +171,9 @@ class TinyAttention(keras.layers.Layer):
         """The outputs of positions `[start, start + k)`, with a cache.
 
         The keys and values of the new positions are written into the
-        cache at `cache_update_index`; their queries attend to the cached
-        keys up to their own position. Causal layers only.
+        cache at `cache_update_index` (the `"cache_update"` operation of
+        `keras_gmlp.kernels`); their queries attend to the cached keys up
+        to their own position. Causal layers only.
 
         Args:
             inputs: tensor `(batch, k, channels)`, the inputs of positions
@@ -187,7 +204,7 @@ class TinyAttention(keras.layers.Layer):
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
         allowed = columns[None, :] <= rows[:, None]
-        outputs = self._attend(
+        outputs = self.attend(
             query, cache[:, 0], cache[:, 1], allowed, padding_mask
         )
         return outputs, cache

@@ -11,8 +11,6 @@ from keras_gmlp.thread_flag import ThreadFlag
 # Export formats whose converters take no FFT: tf2onnx has no IRFFT, and
 # LiteRT runs TensorFlow's RFFT and IRFFT only with its Flex delegate.
 FFT_FREE_FORMATS = ("onnx", "litert")
-
-
 _materialised = ThreadFlag()
 
 
