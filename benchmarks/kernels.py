@@ -4,8 +4,9 @@ One process per backend (`KERAS_BACKEND`). For each row (gMLP-Ti/16 and
 gMLP-S/16 image classifiers, training and inference, the masked LM of the
 pretraining recipe at 128 and 512 tokens, training, and, asked for with
 `--rows generate`, the causal LM's `generate` as `versions.py` times it;
-`generate_amlp`, the same of `amlp_tiny`)
-one model is built per variant, with the same weights:
+`generate_amlp`, the same of `amlp_tiny`; `mlm128_amlp_train`, the masked
+LM of `amlp_tiny` at 128 tokens) one model is built per variant, with the
+same weights:
 
 - `reference`: `keras_gmlp.kernels.configure("off")`, the layers' plain
   Keras ops;
@@ -43,12 +44,13 @@ ROWS = {
     "ti16_infer": ("image", "gmlp_ti16_224", False),
     "s16_train": ("image", "gmlp_s16_224", True),
     "s16_infer": ("image", "gmlp_s16_224", False),
-    "mlm128_train": ("text", 128, True),
-    "mlm512_train": ("text", 512, True),
+    "mlm128_train": ("text", ("gmlp_tiny", 128), True),
+    "mlm512_train": ("text", ("gmlp_tiny", 512), True),
 }
-# Asked for by name: `generate` of `gmlp_tiny` (and of `amlp_tiny`) with
-# the decoding cache.
+# Asked for by name: the masked LM of `amlp_tiny` at 128 tokens, and
+# `generate` of `gmlp_tiny` (and of `amlp_tiny`) with the decoding cache.
 EXTRA_ROWS = {
+    "mlm128_amlp_train": ("text", ("amlp_tiny", 128), True),
     "generate": ("generate", "gmlp_tiny", False),
     "generate_amlp": ("generate", "amlp_tiny", False),
 }
@@ -77,10 +79,8 @@ def image_step(model_name, training, batch_size, precision):
     return model, functools.partial(model.predict_on_batch, images)
 
 
-def text_step(length, batch_tokens, vocabulary_size):
-    model, _ = masked_lm_speed.build(
-        "gmlp", "gmlp_tiny", length, vocabulary_size
-    )
+def text_step(preset, length, batch_tokens, vocabulary_size):
+    model, _ = masked_lm_speed.build("gmlp", preset, length, vocabulary_size)
     batch_size = max(1, batch_tokens // length)
     x, y = masked_lm_speed.batch(model, length, batch_size, vocabulary_size)
     return model, functools.partial(model.train_on_batch, x, y)
@@ -102,7 +102,7 @@ def measure_row(row, args):
             )
         elif kind == "text":
             model, step = text_step(
-                size, args.batch_tokens, args.vocabulary_size
+                *size, args.batch_tokens, args.vocabulary_size
             )
         else:
             model, step = versions.generation_step(size)
