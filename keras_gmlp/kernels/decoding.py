@@ -31,8 +31,8 @@ from keras import ops
 from keras_gmlp.kernels.dense import dense_call
 from keras_gmlp.kernels.direct_call import direct_call
 from keras_gmlp.kernels.layer_normalization import layer_norm
-from keras_gmlp.kernels.registry import dispatch
 from keras_gmlp.kernels.registry import owns_caches
+from keras_gmlp.layers.toeplitz_matrix import write_cache
 
 
 def torch_cache_update(cache, start_indices, updates):
@@ -55,14 +55,6 @@ def torch_cache_update(cache, start_indices, updates):
     )
     cache[region] = updates
     return cache
-
-
-def write_cache(cache, start_indices, updates):
-    """`ops.slice_update` of a decoding cache, as the `"cache_update"`
-    operation (in place where its kernel runs)."""
-    return dispatch(
-        "cache_update", ops.slice_update, cache, start_indices, updates
-    )
 
 
 def torch_gmlp_block_with_cache(

@@ -2,7 +2,6 @@ import keras
 from keras import ops
 from keras.initializers import serialize
 
-from keras_gmlp import kernels
 from keras_gmlp.layers.toeplitz_matrix import cache_position
 from keras_gmlp.layers.toeplitz_matrix import causal_rows
 from keras_gmlp.layers.toeplitz_matrix import is_static
@@ -10,6 +9,7 @@ from keras_gmlp.layers.toeplitz_matrix import leading
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_matrix
 from keras_gmlp.layers.toeplitz_matrix import toeplitz_product_by_fft
 from keras_gmlp.layers.toeplitz_matrix import traces_materialised_toeplitz
+from keras_gmlp.layers.toeplitz_matrix import write_cache
 
 SPATIAL_MODES = ("dense", "toeplitz")
 GATING_MODES = ("split", "multiplicative", "additive", "linear")
@@ -242,8 +242,7 @@ class SpatialGatingUnit(keras.layers.Layer):
         """The outputs of positions `[start, start + k)`, with a cache.
 
         The cache holds the normalised gate input `z` of every position so
-        far; the new ones are written at `cache_update_index` (the
-        `"cache_update"` operation of `keras_gmlp.kernels`), and output
+        far; the new ones are written at `cache_update_index`, and output
         `i` is `u_i * (sum_{j <= i} W[i, j] z_j + b_i)`, one row of `W`
         times the cache. With `cache_update_index=0` (the prompt's
         prefill) the product is `call`'s.
@@ -260,14 +259,10 @@ class SpatialGatingUnit(keras.layers.Layer):
             `(outputs, cache)`.
         """
         max_length = cache.shape[-2]
-        inputs = ops.cast(inputs, self.compute_dtype)
-        u, v = self.halves(inputs)
+        u, v = self.halves(ops.cast(inputs, self.compute_dtype))
         z = self.norm(v)
         start = cache_position(cache_update_index)
-        update = ops.cast(z, cache.dtype)
-        cache = kernels.dispatch(
-            "cache_update", ops.slice_update, cache, [0, start, 0], update
-        )
+        cache = write_cache(cache, [0, start, 0], ops.cast(z, cache.dtype))
         if is_static(start) and start == 0:
             mixed = self.token_product(z)
         else:

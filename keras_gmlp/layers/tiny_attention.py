@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_gmlp import kernels
 from keras_gmlp.layers.toeplitz_matrix import cache_position
+from keras_gmlp.layers.toeplitz_matrix import write_cache
 
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
@@ -198,9 +199,7 @@ class TinyAttention(keras.layers.Layer):
         query, key, value = ops.split(self.qkv(inputs), 3, axis=-1)
         start = cache_position(cache_update_index)
         update = ops.cast(ops.stack([key, value], axis=1), cache.dtype)
-        cache = kernels.dispatch(
-            "cache_update", ops.slice_update, cache, [0, 0, start, 0], update
-        )
+        cache = write_cache(cache, [0, 0, start, 0], update)
         rows = ops.cast(start, "int32") + ops.arange(length, dtype="int32")
         columns = ops.arange(max_length, dtype="int32")
         allowed = columns[None, :] <= rows[:, None]

@@ -53,6 +53,14 @@ def cache_position(index):
     return ops.convert_to_tensor(index, "int32")
 
 
+def write_cache(cache, start_indices, update):
+    """`ops.slice_update(cache, start_indices, update)` of a decoding
+    cache, as the `"cache_update"` operation of `keras_gmlp.kernels`."""
+    return kernels.dispatch(
+        "cache_update", ops.slice_update, cache, start_indices, update
+    )
+
+
 def leading(x, length, axis):
     """The first `length` entries of `x` along `axis` (a gather for a
     symbolic `length`, as in a JAX export)."""
