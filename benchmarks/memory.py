@@ -65,7 +65,6 @@ KERNEL_OPERATIONS = (
     "batch_chains",
     "cache_update",
     "causal_lm_with_cache",
-    "embedding_logits",
     "generate_function",
     "gmlp_block",
     "gmlp_block_with_cache",

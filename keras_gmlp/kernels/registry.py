@@ -37,9 +37,6 @@ KERNELS = {
         "jax": "keras_gmlp.kernels.batch_chains:jax_batch_chains",
         "tensorflow": "keras_gmlp.kernels.batch_chains:tensorflow_batch_chains",
     },
-    "embedding_logits": {
-        "torch": "keras_gmlp.kernels.torch_linear:embedding_logits",
-    },
     "gmlp_block": {
         "jax": "keras_gmlp.kernels.gmlp_block:gmlp_block",
         "tensorflow": "keras_gmlp.kernels.gmlp_block:gmlp_block",

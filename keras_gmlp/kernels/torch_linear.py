@@ -1,15 +1,12 @@
 """torch's float32 linear products on oneDNN where its MKL is slow: a
-linear layer's (`linear`), the spatial gating unit's product over the
-token axis (`over_tokens`), and the tied embedding's logits
-(`embedding_logits`, the `"embedding_logits"` operation's kernel), each
-with its gradients.
+linear layer's (`linear`) and the spatial gating unit's product over the
+token axis (`over_tokens`), each with its gradients.
 
 Imported by the kernels under the torch backend only.
 """
 
 import functools
 
-import keras
 import torch
 from torch.autograd.function import once_differentiable
 
@@ -148,30 +145,6 @@ class OneDnnLinear(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             by_bias = rows.sum(dim=0)
         return by_x, by_weight, by_bias
-
-
-def embedding_logits(layer, inputs):
-    """`TiedEmbedding.logits(layer, inputs)`, `inputs @ embeddings.T`, and
-    its gradients on oneDNN, in training where `takes_onednn` holds; else
-    `NotImplemented`.
-
-    The masked LM's output logits, a product by a `(vocabulary, hidden)`
-    weight: `gmlp_tiny`'s masked LM at 128 and 512 tokens trains 1.10x and
-    1.08x as fast so on a family-26 AMD EPYC (`benchmarks/kernels.py`,
-    `kernels_mlm_embedding_logits_epyc26_torch.json`). Decoding keeps the
-    reference (0.97x with it).
-
-    Args:
-        layer: a built `keras_gmlp.layers.TiedEmbedding`.
-        inputs: torch tensor `(..., hidden)`.
-    """
-    if not isinstance(inputs, torch.Tensor) or not torch.is_grad_enabled():
-        return NotImplemented
-    weight = keras.ops.cast(layer.embeddings, inputs.dtype)
-    multiply_adds = inputs.numel() * weight.shape[0]
-    if not takes_onednn(inputs, weight, multiply_adds, None, weight.numel()):
-        return NotImplemented
-    return OneDnnLinear.apply(inputs, weight, None)
 
 
 def over_tokens(weight, x):

@@ -1,8 +1,6 @@
 import keras
 from keras import ops
 
-from keras_gmlp import kernels
-
 
 @keras.saving.register_keras_serializable(package="keras_gmlp")
 class TiedEmbedding(keras.layers.Embedding):
@@ -37,12 +35,6 @@ class TiedEmbedding(keras.layers.Embedding):
     def call(self, inputs, reverse=False):
         if not reverse:
             return super().call(inputs)
-        return kernels.dispatch(
-            "embedding_logits", TiedEmbedding.logits, self, inputs
-        )
-
-    def logits(self, inputs):
-        """The logits of `inputs`: `inputs @ embeddings.T`."""
         kernel = ops.cast(self.embeddings, inputs.dtype)
         return ops.matmul(inputs, ops.transpose(kernel))
 

@@ -3,6 +3,7 @@ for decoding, and its product by FFT."""
 
 import numbers
 
+import keras
 from keras import ops
 
 from keras_gmlp import kernels
@@ -144,11 +145,17 @@ def toeplitz_matrix(taps, length):
 
 
 def gathered_matrix(taps, length):
-    """`toeplitz_matrix` as a gather of the taps."""
+    """`toeplitz_matrix` as a gather of the taps, of float16 or bfloat16
+    taps in float32: each tap's gradient, the sum of a diagonal of up to
+    `length` entries, is then summed in float32 and rounded once."""
     tokens = (taps.shape[0] + 1) // 2
     positions = ops.arange(length, dtype="int32")
     offsets = positions[:, None] - positions[None, :] + (tokens - 1)
-    return ops.take(taps, offsets, axis=0)
+    dtype = keras.backend.standardize_dtype(taps.dtype)
+    if dtype not in ("float16", "bfloat16"):
+        return ops.take(taps, offsets, axis=0)
+    matrix = ops.take(ops.cast(taps, "float32"), offsets, axis=0)
+    return ops.cast(matrix, dtype)
 
 
 def causal_rows(kernel, spatial, sequence_length, max_length, start, count):
