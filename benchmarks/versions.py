@@ -20,7 +20,10 @@ With `--references`, each row's baseline of `benchmarks/vision.py` and
 gMLP-Ti/16 (a `timm_worker.py` under `--timm-python`) for the image rows,
 the matched keras-hub BERT (built in this checkout's worker) for the
 masked-LM rows; `this_x_reference` and `baseline_x_reference` are the
-reference's median step time over each checkout's.
+reference's median step time over each checkout's. With `--kernels-off`, a
+third worker runs this checkout with `KERAS_GMLP_KERNELS=off` (the
+reference path) in the same rounds: `off_x_baseline`, `this_x_off` and,
+with `--references`, `off_x_reference`.
 
 Usage:
     git worktree add ../baseline <commit>
@@ -28,6 +31,8 @@ Usage:
         --name versions_xeon
     python benchmarks/versions.py --baseline ../baseline --references \\
         --timm-python /work/timm-venv/bin/python --name versions_references
+    python benchmarks/versions.py --baseline ../baseline --references \
+        --kernels-off --name versions_references_kernels_off
 Results: benchmarks/results/<name>.json (default name versions).
 """
 
@@ -95,7 +100,11 @@ def worker(batch_size, batch_tokens, process="training"):
         step()
         step()
         steps[row] = step
-        return {"built": row, "package": os.path.dirname(keras_gmlp.__file__)}
+        return {
+            "built": row,
+            "package": os.path.dirname(keras_gmlp.__file__),
+            "kernels": getattr(kernels, "mode", lambda: None)(),
+        }
 
     def run(row, repeats):
         wall, cpu = common.timed(steps[row], repeats)
@@ -150,11 +159,15 @@ def measure(backend, args):
     def workers_for(process):
         if process not in started:
             started[process] = {}
-            for version, path in (
-                ("this", common.REPOSITORY),
-                ("baseline", args.baseline),
-            ):
-                env = dict(os.environ, KERAS_BACKEND=backend)
+            versions = [
+                ("this", common.REPOSITORY, {}),
+                ("baseline", args.baseline, {}),
+            ]
+            if args.kernels_off:
+                off = {"KERAS_GMLP_KERNELS": "off"}
+                versions.append(("off", common.REPOSITORY, off))
+            for version, path, settings in versions:
+                env = dict(os.environ, KERAS_BACKEND=backend, **settings)
                 env["PYTHONPATH"] = os.pathsep.join(
                     [os.path.abspath(path), str(common.REPOSITORY)]
                 )
@@ -185,6 +198,11 @@ def measure(backend, args):
                 raise SystemExit(
                     f"The baseline worker imported keras_gmlp from "
                     f"{package}; expected it from {args.baseline}."
+                )
+            if "off" in built and built["off"].get("kernels") != "off":
+                raise SystemExit(
+                    f"The kernels-off worker runs kernels "
+                    f"{built['off'].get('kernels')!r}; expected 'off'."
                 )
             reference = None
             if args.references:
@@ -218,6 +236,12 @@ def measure(backend, args):
                 f"{backend:10s} {row:13s} this {this:.3f} s  baseline "
                 f"{baseline:.3f} s  x{result['x_baseline']:.2f}"
             )
+            if "off" in times:
+                result.update(against_kernels_off(times))
+                line += (
+                    f"  off {result['off_s']:.3f} s  this "
+                    f"x{result['this_x_off']:.2f} of off"
+                )
             if reference is not None:
                 result.update(against_reference(times))
                 line += (
@@ -236,13 +260,26 @@ def measure(backend, args):
 
 
 def against_reference(times):
-    """The reference's median step time and each checkout's ratio to it
-    (the reference's time over the checkout's), from one row's rounds."""
+    """The reference's median step time and each worker's ratio to it
+    (the reference's time over the worker's), from one row's rounds."""
     reference = common.median(times["reference"])
+    ratios = {"reference_s": reference}
+    for version in ("this", "baseline", "off"):
+        if version in times:
+            ratios[f"{version}_x_reference"] = reference / common.median(
+                times[version]
+            )
+    return ratios
+
+
+def against_kernels_off(times):
+    """The kernels-off worker's median step time, this checkout's speed
+    over it and its speed over the baseline's, from one row's rounds."""
+    off = common.median(times["off"])
     return {
-        "reference_s": reference,
-        "this_x_reference": reference / common.median(times["this"]),
-        "baseline_x_reference": reference / common.median(times["baseline"]),
+        "off_s": off,
+        "this_x_off": off / common.median(times["this"]),
+        "off_x_baseline": common.median(times["baseline"]) / off,
     }
 
 
@@ -266,6 +303,11 @@ def parse_args(argv=None):
         "--references",
         action="store_true",
         help="also time timm's gMLP-Ti/16 and the matched BERT each round",
+    )
+    parser.add_argument(
+        "--kernels-off",
+        action="store_true",
+        help="also time this checkout with KERAS_GMLP_KERNELS=off each round",
     )
     parser.add_argument("--timm-python", default=common.TIMM_PYTHON)
     parser.add_argument("--name", default="versions")

@@ -149,6 +149,32 @@ def test_versions_rows_compare_each_checkout_with_the_reference():
     }
 
 
+def test_versions_rows_compare_the_kernels_off_worker_too():
+    from benchmarks.versions import against_kernels_off
+    from benchmarks.versions import against_reference
+
+    times = {
+        "this": [2.0, 1.0, 3.0],
+        "baseline": [4.0, None, 4.0],
+        "off": [3.0, 5.0, 4.0],
+        "reference": [3.0, 3.0, 1.0],
+    }
+    assert against_kernels_off(times) == {
+        "off_s": 4.0,
+        "this_x_off": 2.0,
+        "off_x_baseline": 1.0,
+    }
+    assert against_reference(times)["off_x_reference"] == 0.75
+    assert versions_arguments(["--kernels-off"]).kernels_off
+    assert not versions_arguments([]).kernels_off
+
+
+def versions_arguments(argv):
+    from benchmarks.versions import parse_args
+
+    return parse_args(argv)
+
+
 def test_versions_sets_each_row_up_as_the_command_that_runs_it():
     # Training rows as a training job; generate as `keras-gmlp generate`,
     # which applies no training settings (TensorFlow's one thread an op
