@@ -50,8 +50,8 @@ def linear(x, weight, bias=None):
 MIN_MULTIPLY_ADDS = 2**22
 # A product of a few rows by a large weight reads the weight from memory:
 # MKL does so on one thread, oneDNN on all, faster from about this many
-# float32 elements. `gmlp_tiny`'s decoded token's logits,
-# `(1, 128) x (128, 8192)`, are one.
+# float32 elements. A decoded token's first projection in `gmlp_base`,
+# `(1, 512) x (512, 3072)`, is one.
 MIN_WEIGHT_ELEMENTS = 2**18
 # AMD's family 26 (Zen 5) runs AVX-512 at full width: there oneDNN's
 # token product runs at twice MKL's rate (`takes_onednn_over_tokens`).
