@@ -31,7 +31,7 @@ Usage:
         --name versions_xeon
     python benchmarks/versions.py --baseline ../baseline --references \\
         --timm-python /work/timm-venv/bin/python --name versions_references
-    python benchmarks/versions.py --baseline ../baseline --references \
+    python benchmarks/versions.py --baseline ../baseline --references \\
         --kernels-off --name versions_references_kernels_off
 Results: benchmarks/results/<name>.json (default name versions).
 """
