@@ -64,7 +64,8 @@ def as_numpy(x):
     return keras.ops.convert_to_numpy(keras.ops.cast(x, "float32"))
 
 
-# The backend's kernel (torch's tiled taps), and the reference gather.
+# The default path (torch's tiled taps in training off an AMD CPU), and the
+# reference gather.
 TRACES = [contextlib.nullcontext, reference_only]
 
 
